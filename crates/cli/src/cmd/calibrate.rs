@@ -1,0 +1,10 @@
+//! `dqngpu calibrate` (being written).
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Runs the command.
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`dqngpu calibrate` is not implemented yet")
+}

@@ -1,0 +1,199 @@
+//! Client commands for the placement service: `submit`, `jobs`, `job`, `cancel`.
+//!
+//! The server comes from `--server` or `DQNGPU_SERVER` (default http://127.0.0.1:7070); a
+//! token from `--token-file` or `DQNGPU_TOKEN`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use super::Format;
+
+/// Where the service is.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Conn {
+    /// Service URL (else DQNGPU_SERVER, else http://127.0.0.1:7070).
+    #[arg(long)]
+    server: Option<String>,
+    /// File holding the bearer token (else DQNGPU_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+impl Conn {
+    fn server(&self) -> String {
+        self.server
+            .clone()
+            .or_else(|| std::env::var("DQNGPU_SERVER").ok().filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| "http://127.0.0.1:7070".into())
+    }
+
+    fn token(&self) -> anyhow::Result<Option<String>> {
+        if let Some(p) = &self.token_file {
+            let t = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            return Ok(Some(t.trim().to_string()));
+        }
+        Ok(std::env::var("DQNGPU_TOKEN").ok().filter(|t| !t.is_empty()))
+    }
+
+    fn request(&self, method: &str, path: &str) -> anyhow::Result<ureq::Request> {
+        let url = format!("{}{path}", self.server().trim_end_matches('/'));
+        let mut r = ureq::request(method, &url).timeout(std::time::Duration::from_secs(30));
+        if let Some(t) = self.token()? {
+            r = r.set("Authorization", &format!("Bearer {t}"));
+        }
+        Ok(r)
+    }
+
+    /// Sends and returns the JSON reply; an HTTP error carries the server's message.
+    fn call(&self, method: &str, path: &str, body: Option<Value>, key: Option<&str>) -> anyhow::Result<Value> {
+        let mut r = self.request(method, path)?;
+        if let Some(k) = key {
+            r = r.set("Idempotency-Key", k);
+        }
+        let resp = match body {
+            Some(b) => r.send_json(b),
+            None => r.call(),
+        };
+        match resp {
+            Ok(resp) => resp.into_json::<Value>().context("reading the service's reply"),
+            Err(ureq::Error::Status(code, resp)) => {
+                let v: Value = resp.into_json().unwrap_or(Value::Null);
+                let msg = v["error"]["message"].as_str().unwrap_or("(no message)").to_string();
+                anyhow::bail!("the service answered {code}: {msg}")
+            }
+            Err(e) => Err(anyhow::Error::new(e).context(format!("cannot reach the service at {}", self.server()))),
+        }
+    }
+}
+
+/// `dqngpu submit` arguments.
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// App name (its profile is looked up by this name).
+    #[arg(long)]
+    app: String,
+    /// Extra environment variable for the job, `NAME=VALUE`; repeatable.
+    #[arg(long = "env", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Input size, MB.
+    #[arg(long)]
+    input_size_mb: Option<f64>,
+    /// Input parameters (free text).
+    #[arg(long)]
+    params: Option<String>,
+    /// Makes a retried submit return the same job.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    #[command(flatten)]
+    conn: Conn,
+    /// The job's program and arguments (after `--`).
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
+}
+
+/// `dqngpu jobs` arguments.
+#[derive(clap::Args, Debug)]
+pub struct JobsArgs {
+    /// Only jobs in this state (queued, running, succeeded, failed, cancelled).
+    #[arg(long)]
+    state: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `dqngpu job` arguments.
+#[derive(clap::Args, Debug)]
+pub struct JobArgs {
+    /// Job id.
+    id: u64,
+    /// Also print the latest attempt's stdout and stderr.
+    #[arg(long)]
+    logs: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `dqngpu cancel` arguments.
+#[derive(clap::Args, Debug)]
+pub struct CancelArgs {
+    /// Job id.
+    id: u64,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// `dqngpu submit`: prints the new job's id.
+pub fn submit(a: SubmitArgs) -> anyhow::Result<()> {
+    let mut body = json!({ "app": a.app, "command": a.command, "env": a.env.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>() });
+    if let Some(s) = a.input_size_mb {
+        body["input_size_mb"] = json!(s);
+    }
+    if let Some(p) = a.params {
+        body["params"] = json!(p);
+    }
+    let v = a.conn.call("POST", "/v1/jobs", Some(body), a.idempotency_key.as_deref())?;
+    println!("{}", v["id"]);
+    Ok(())
+}
+
+fn opt(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `dqngpu jobs`.
+pub fn jobs(a: JobsArgs) -> anyhow::Result<()> {
+    let path = match &a.state {
+        Some(s) => format!("/v1/jobs?state={s}"),
+        None => "/v1/jobs".into(),
+    };
+    let v = a.conn.call("GET", &path, None, None)?;
+    if a.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&v["jobs"])?);
+        return Ok(());
+    }
+    println!("{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}", "ID", "APP", "STATE", "GPU", "ATTEMPTS", "EXIT");
+    for j in v["jobs"].as_array().into_iter().flatten() {
+        println!(
+            "{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}",
+            j["id"],
+            opt(&j["app"]),
+            opt(&j["state"]),
+            opt(&j["gpu"]),
+            j["attempts"],
+            opt(&j["exit_code"])
+        );
+    }
+    Ok(())
+}
+
+/// `dqngpu job ID`: the job as JSON, optionally with its logs.
+pub fn job(a: JobArgs) -> anyhow::Result<()> {
+    let v = a.conn.call("GET", &format!("/v1/jobs/{}", a.id), None, None)?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    if a.logs && v["attempts"].as_u64().unwrap_or(0) > 0 {
+        let l = a.conn.call("GET", &format!("/v1/jobs/{}/logs", a.id), None, None)?;
+        println!("--- stdout (attempt {}) ---\n{}", l["attempt"], l["stdout"].as_str().unwrap_or(""));
+        println!("--- stderr ---\n{}", l["stderr"].as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
+/// `dqngpu cancel ID`.
+pub fn cancel(a: CancelArgs) -> anyhow::Result<()> {
+    let v = a.conn.call("DELETE", &format!("/v1/jobs/{}", a.id), None, None)?;
+    println!("{}", serde_json::to_string(&v)?);
+    Ok(())
+}

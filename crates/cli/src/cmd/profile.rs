@@ -1,0 +1,489 @@
+//! `dqngpu profile`: record (`run`), import (`import`) and inspect (`ls`, `show`, `export`)
+//! usage profiles. See docs/PROFILER.md.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use dqngpu_model::format::{read_profile, write_profile, ProfileFormat};
+use dqngpu_model::library::read_dir_library;
+use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
+use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
+use dqngpu_profiler::sampler::{run_command, GpuSampler};
+use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions};
+use serde_json::{json, Value};
+
+use super::Format;
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Run a command alone on one GPU and record its profile through NVML.
+    Run(RunArgs),
+    /// Import a profile from an nvidia-smi CSV log, an nvidia-smi dmon log or DCGM exporter scrapes.
+    Import(ImportArgs),
+    /// List the profiles of a library directory or of the service, by app.
+    Ls(LsArgs),
+    /// Show one profile: summary, sparklines of the four curves, optionally a PNG.
+    Show(ShowArgs),
+    /// Convert a profile between CSV (+ .meta.json sidecar) and JSON.
+    Export(ExportArgs),
+}
+
+/// The app's prior info (thesis Table 2).
+#[derive(clap::Args, Debug)]
+struct PriorArgs {
+    /// App name (the key job sets use).
+    #[arg(long)]
+    app: String,
+    /// hpc, ml or unknown.
+    #[arg(long, default_value = "unknown")]
+    kind: String,
+    /// Input file size, MB.
+    #[arg(long)]
+    input_size_mb: Option<f64>,
+    /// Input parameters, free text.
+    #[arg(long)]
+    params: Option<String>,
+}
+
+impl PriorArgs {
+    fn info(&self) -> anyhow::Result<AppInfo> {
+        if self.app.trim().is_empty() {
+            bail!("--app must not be empty");
+        }
+        if let Some(s) = self.input_size_mb {
+            if !(s.is_finite() && s >= 0.0) {
+                bail!("--input-size-mb must be a non-negative number, got {s}");
+            }
+        }
+        Ok(AppInfo {
+            name: self.app.clone(),
+            kind: self.kind.parse::<AppKind>()?,
+            input_size_mb: self.input_size_mb,
+            params: self.params.clone(),
+        })
+    }
+}
+
+/// Where a new profile goes: exactly one of a file, a library directory, or the service.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct OutArgs {
+    /// Profile file to write (.csv with a .meta.json sidecar, or .json).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// Library directory: writes DIR/APP.json (APP-2.json, ... when taken).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Service URL: POST the profile to URL/v1/profiles (token from DQNGPU_TOKEN).
+    #[arg(long)]
+    server: Option<String>,
+}
+
+impl OutArgs {
+    /// Fails before any work when the output cannot be written.
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(o) = &self.output {
+            ProfileFormat::from_path(o)?;
+        }
+        if let Some(d) = &self.store {
+            std::fs::create_dir_all(d).with_context(|| format!("creating the store directory {}", d.display()))?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, p: &AppProfile) -> anyhow::Result<()> {
+        if let Some(o) = &self.output {
+            write_profile(p, o)?;
+            eprintln!("wrote {}", o.display());
+        } else if let Some(d) = &self.store {
+            let path = free_path(d, &p.app.name);
+            write_profile(p, &path)?;
+            eprintln!("wrote {}", path.display());
+        } else if let Some(url) = &self.server {
+            let reply = http(url, "POST", "/v1/profiles", Some(serde_json::to_value(p)?))?;
+            eprintln!("posted `{}` to {url}: {reply}", p.app.name);
+        }
+        Ok(())
+    }
+}
+
+/// DIR/NAME.json, or NAME-2.json, NAME-3.json ... when taken (several profiles per app).
+fn free_path(dir: &Path, app: &str) -> PathBuf {
+    let stem: String =
+        app.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let taken = |s: &str| dir.join(format!("{s}.json")).exists() || dir.join(format!("{s}.csv")).exists();
+    if !taken(&stem) {
+        return dir.join(format!("{stem}.json"));
+    }
+    let n = (2..).find(|n| !taken(&format!("{stem}-{n}"))).unwrap_or(2);
+    dir.join(format!("{stem}-{n}.json"))
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    prior: PriorArgs,
+    /// Sampling interval, ms.
+    #[arg(long, default_value_t = 500)]
+    interval_ms: u64,
+    /// GPU index (NVML numbering).
+    #[arg(long, default_value_t = 0)]
+    gpu: u32,
+    /// Write the profile even when the command fails.
+    #[arg(long)]
+    keep_failed: bool,
+    #[command(flatten)]
+    out: OutArgs,
+    /// The command and its arguments (run directly, no shell), after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ImportArgs {
+    /// Log format: nvidia-smi, dmon or dcgm.
+    #[arg(long)]
+    format: String,
+    /// The log file.
+    file: PathBuf,
+    #[command(flatten)]
+    prior: PriorArgs,
+    /// Keep only this GPU (required when the log has several).
+    #[arg(long)]
+    gpu: Option<u32>,
+    /// DCGM: keep only series of this pod (`pod` or `exported_pod` label).
+    #[arg(long)]
+    pod: Option<String>,
+    /// DCGM: keep only series of this container (`container` or `exported_container` label).
+    #[arg(long)]
+    container: Option<String>,
+    /// Output interval, s (default: the median gap between readings; for dmon logs without a
+    /// time column also the time between rows, default 1 s).
+    #[arg(long)]
+    interval_s: Option<f64>,
+    /// nvidia-smi `noheader` logs: the --query-gpu field list, e.g. timestamp,index,utilization.gpu,memory.used.
+    #[arg(long)]
+    columns: Option<String>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+/// A library directory or the service.
+#[derive(clap::Args, Debug)]
+#[group(multiple = false)]
+struct SourceArgs {
+    /// Library directory of profile files.
+    #[arg(long)]
+    library: Option<PathBuf>,
+    /// Service URL (its GET /v1/profiles; token from DQNGPU_TOKEN).
+    #[arg(long)]
+    server: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct LsArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+struct ShowArgs {
+    /// A profile file, or a profile in the library (file stem) or app name.
+    name: String,
+    #[command(flatten)]
+    source: SourceArgs,
+    /// Also draw the four curves into this PNG.
+    #[arg(long)]
+    png: Option<PathBuf>,
+    /// Sparkline width, characters.
+    #[arg(long, default_value_t = 60)]
+    width: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExportArgs {
+    /// A profile file, or a profile in --library (file stem or app name).
+    input: String,
+    /// Library directory to find INPUT in.
+    #[arg(long)]
+    library: Option<PathBuf>,
+    /// Output file; .csv (with .meta.json sidecar) or .json decides the format.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Sub::Run(a) => run_profile(a),
+        Sub::Import(a) => import(a),
+        Sub::Ls(a) => ls(a),
+        Sub::Show(a) => show(a),
+        Sub::Export(a) => export(a),
+    }
+}
+
+fn run_profile(a: RunArgs) -> anyhow::Result<()> {
+    let app = a.prior.info()?;
+    if a.interval_ms == 0 {
+        bail!("--interval-ms must be positive");
+    }
+    a.out.check()?;
+    let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
+    let device = sampler.device().clone();
+    eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
+    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms))?;
+    eprintln!(
+        "{} {} after {:.1} s; {} readings, {} samples",
+        a.command[0].to_string_lossy(),
+        outcome.status,
+        outcome.wall_s,
+        outcome.readings,
+        outcome.samples.len()
+    );
+    eprintln!("attribution: {}", serde_json::to_string(&outcome.attribution)?);
+    for n in &outcome.notes {
+        eprintln!("note: {n}");
+    }
+    if !outcome.status.success() && !a.keep_failed {
+        bail!("the command {}; no profile written (--keep-failed writes it anyway)", outcome.status);
+    }
+    let profile = outcome.profile(app, &device, &node_name())?;
+    a.out.write(&profile)
+}
+
+fn import(a: ImportArgs) -> anyhow::Result<()> {
+    let format: ImportFormat = a.format.parse()?;
+    a.out.check()?;
+    let opts = ImportOptions {
+        app: a.prior.info()?,
+        gpu: a.gpu,
+        pod: a.pod.clone(),
+        container: a.container.clone(),
+        interval_s: a.interval_s,
+        columns: a.columns.as_ref().map(|c| c.split(',').map(|s| s.trim().to_string()).collect()),
+    };
+    let imported = import_file(&a.file, format, &opts)?;
+    let s = imported.profile.summary();
+    eprintln!(
+        "GPU {}: {} readings -> {} samples every {} s ({:.1} s)",
+        imported.gpu,
+        imported.readings,
+        imported.profile.samples.len(),
+        imported.profile.interval_s,
+        s.solo_s
+    );
+    for n in &imported.notes {
+        eprintln!("note: {n}");
+    }
+    a.out.write(&imported.profile)
+}
+
+/// One profile of a listing: its key (file stem, or the service's app name) and contents.
+struct Entry {
+    key: String,
+    profile: Option<AppProfile>,
+    /// The service's summary row when the profile itself is not available.
+    row: Option<Value>,
+}
+
+fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
+    match (&source.library, &source.server) {
+        (Some(dir), _) => {
+            let lib = read_dir_library(dir)?;
+            Ok(lib
+                .apps
+                .iter()
+                .map(|(k, p)| Entry { key: k.clone(), profile: Some((**p).clone()), row: None })
+                .collect())
+        }
+        (None, Some(url)) => {
+            let v = http(url, "GET", "/v1/profiles", None)?;
+            let list = v.get("profiles").and_then(Value::as_array).cloned().unwrap_or_default();
+            Ok(list
+                .into_iter()
+                .map(|row| {
+                    let key = row["app"].as_str().or(row["app"]["name"].as_str()).unwrap_or("?").to_string();
+                    let profile = serde_json::from_value::<AppProfile>(row.clone()).ok().filter(|p| p.validate().is_ok());
+                    Entry { key, profile, row: Some(row) }
+                })
+                .collect())
+        }
+        (None, None) => bail!("give --library DIR or --server URL"),
+    }
+}
+
+fn ls(a: LsArgs) -> anyhow::Result<()> {
+    let mut es = entries(&a.source)?;
+    es.sort_by(|x, y| (app_name(x), &x.key).cmp(&(app_name(y), &y.key)));
+    let rows: Vec<Value> = es.iter().map(summary_row).collect();
+    if a.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<24} {:<7} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10}  {}",
+        "APP", "PROFILE", "KIND", "SAMPLES", "DURATION_S", "UTIL%", "MEM_MIB", "SM%", "PCIE_MBPS", "PEAK_MIB", "GPU"
+    );
+    for r in &rows {
+        let f = |k: &str, d: usize| r[k].as_f64().map_or("-".to_string(), |v| format!("{v:.d$}"));
+        println!(
+            "{:<20} {:<24} {:<7} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10}  {}",
+            r["app"].as_str().unwrap_or("?"),
+            r["profile"].as_str().unwrap_or("?"),
+            r["kind"].as_str().unwrap_or("-"),
+            r["samples"].as_u64().map_or("-".into(), |n| n.to_string()),
+            f("duration_s", 1),
+            f("mean_gpu_util_pct", 1),
+            f("mean_gpu_mem_mib", 0),
+            f("mean_sm_pct", 1),
+            f("mean_pcie_mbps", 1),
+            f("peak_gpu_mem_mib", 0),
+            r["gpu"].as_str().unwrap_or("-"),
+        );
+    }
+    Ok(())
+}
+
+fn app_name(e: &Entry) -> String {
+    e.profile.as_ref().map(|p| p.app.name.clone()).unwrap_or_else(|| e.key.clone())
+}
+
+/// Mean, peak and duration, derived from the samples (or the service's own summary).
+fn summary_row(e: &Entry) -> Value {
+    if let Some(p) = &e.profile {
+        let s = p.summary();
+        return json!({
+            "app": p.app.name, "profile": e.key, "kind": p.app.kind, "samples": p.samples.len(),
+            "interval_s": p.interval_s, "duration_s": s.solo_s,
+            "mean_gpu_util_pct": s.mean.gpu_util_pct, "mean_gpu_mem_mib": s.mean.gpu_mem_mib,
+            "mean_sm_pct": s.mean.sm_pct, "mean_pcie_mbps": s.mean.pcie_mbps,
+            "peak_gpu_util_pct": s.peak.gpu_util_pct, "peak_gpu_mem_mib": s.peak.gpu_mem_mib,
+            "peak_sm_pct": s.peak.sm_pct, "peak_pcie_mbps": s.peak.pcie_mbps,
+            "gpu": p.recorded_on.as_ref().map(|r| r.gpu_name.clone()),
+        });
+    }
+    let r = e.row.clone().unwrap_or(Value::Null);
+    json!({
+        "app": e.key, "profile": e.key, "kind": Value::Null, "samples": r["samples"], "interval_s": r["interval_s"],
+        "duration_s": r["solo_s"],
+        "mean_gpu_util_pct": r["mean"]["gpu_util_pct"], "mean_gpu_mem_mib": r["mean"]["gpu_mem_mib"],
+        "mean_sm_pct": r["mean"]["sm_pct"], "mean_pcie_mbps": r["mean"]["pcie_mbps"],
+        "peak_gpu_util_pct": r["peak"]["gpu_util_pct"], "peak_gpu_mem_mib": r["peak"]["gpu_mem_mib"],
+        "peak_sm_pct": r["peak"]["sm_pct"], "peak_pcie_mbps": r["peak"]["pcie_mbps"],
+        "gpu": r["source"],
+    })
+}
+
+/// Finds one profile: a file path, a library key (file stem), or an app name with one profile.
+fn find(name: &str, es: Vec<Entry>) -> anyhow::Result<Entry> {
+    let keys: Vec<String> = es.iter().map(|e| e.key.clone()).collect();
+    let (by_key, rest): (Vec<Entry>, Vec<Entry>) = es.into_iter().partition(|e| e.key == name);
+    if let Some(e) = by_key.into_iter().next() {
+        return Ok(e);
+    }
+    let mut by_app: Vec<Entry> = rest.into_iter().filter(|e| app_name(e) == name).collect();
+    match by_app.len() {
+        1 => Ok(by_app.remove(0)),
+        0 => Err(ModelError::UnknownName { what: "profile", name: name.to_string(), valid: keys }.into()),
+        _ => {
+            let ks: Vec<String> = by_app.iter().map(|e| e.key.clone()).collect();
+            bail!("app `{name}` has {} profiles ({}); name one", ks.len(), ks.join(", "))
+        }
+    }
+}
+
+fn load_one(name: &str, source: &SourceArgs) -> anyhow::Result<Entry> {
+    let p = Path::new(name);
+    if source.library.is_none() && source.server.is_none() {
+        if !p.is_file() {
+            bail!("`{name}` is not a profile file; give --library DIR or --server URL to look it up by name");
+        }
+        let key = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        return Ok(Entry { key, profile: Some(read_profile(p)?), row: None });
+    }
+    find(name, entries(source)?)
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<()> {
+    let e = load_one(&a.name, &a.source)?;
+    let Some(p) = &e.profile else {
+        println!("{}", serde_json::to_string_pretty(&summary_row(&e))?);
+        bail!("the service lists summaries only; no curves for `{}` (show a library file instead)", e.key);
+    };
+    let s = p.summary();
+    println!("app       {} ({:?}){}", p.app.name, p.app.kind, p.app.params.as_ref().map(|x| format!(", params: {x}")).unwrap_or_default());
+    if let Some(mb) = p.app.input_size_mb {
+        println!("input     {mb} MB");
+    }
+    if let Some(r) = &p.recorded_on {
+        println!(
+            "recorded  {} on {}: {} {}, {} MiB, {} cores, PCIe {} GB/s",
+            e.key, r.node, r.gpu_name, r.architecture, r.memory_mib, r.cores, r.pcie_gbps
+        );
+    }
+    println!("samples   {} every {} s = {:.1} s solo", p.samples.len(), p.interval_s, s.solo_s);
+    println!("{:<18} {:>10} {:>10}  curve", "resource", "mean", "peak");
+    for r in Resource::ALL {
+        let ys: Vec<f64> = p.samples.iter().map(|x| x.get(r)).collect();
+        let scale = matches!(r, Resource::GpuUtil | Resource::Sm).then_some(100.0);
+        println!(
+            "{:<18} {:>10.1} {:>10.1}  {}",
+            plot::axis_label(r),
+            s.mean.get(r),
+            s.peak.get(r),
+            plot::sparkline(&ys, a.width, scale)
+        );
+    }
+    if let Some(png) = &a.png {
+        plot::draw_png(p, png, 1000, 900)?;
+        println!("wrote {}", png.display());
+    }
+    Ok(())
+}
+
+fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let source = SourceArgs { library: a.library.clone(), server: None };
+    let e = load_one(&a.input, &source)?;
+    let p = e.profile.context("no profile")?;
+    write_profile(&p, &a.output)?;
+    eprintln!("wrote {}", a.output.display());
+    Ok(())
+}
+
+/// One request to the service; an HTTP error carries the status and the service's message.
+fn http(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut req = ureq::request(method, &url).timeout(Duration::from_secs(30));
+    if let Some(t) = std::env::var("DQNGPU_TOKEN").ok().filter(|t| !t.is_empty()) {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let resp = match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    };
+    match resp {
+        Ok(r) => r.into_json::<Value>().with_context(|| format!("reading the reply of {method} {url}")),
+        Err(ureq::Error::Status(code, r)) => {
+            let text = r.into_string().unwrap_or_default();
+            let msg = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or(text);
+            bail!("{method} {url}: the service answered HTTP {code}: {}", msg.trim())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot reach the service at {base}"))),
+    }
+}

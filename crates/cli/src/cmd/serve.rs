@@ -1,0 +1,193 @@
+//! `dqngpu serve`: the placement service. Flags are validated into typed configs before
+//! anything starts; the service itself lives in the dqngpu-service crate.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use dqngpu_model::{ClusterSpec, GpuSlot, Policy};
+use dqngpu_service::{HttpConfig, ServiceConfig, Supervisor};
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    /// TOML file with any of the flags below (as `listen = "..."`, `data_dir = "..."`, ...);
+    /// flags given on the command line win.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on; anything but loopback needs --token-file [default: 127.0.0.1:7070].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Database and job files [default: ./dqngpu-data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Virtual GPUs when no NVIDIA driver is present, e.g. `titanxp:2` (one node).
+    #[arg(long)]
+    gpus: Option<String>,
+    /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, random) or an RL agent
+    /// with --model [default: tetris].
+    #[arg(long)]
+    scheduler: Option<String>,
+    /// Checkpoint of a trained RL agent.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// File holding the bearer token clients must send.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Profile libraries by app name: `thesis`, `lucid` or a directory; repeatable [default: thesis].
+    #[arg(long)]
+    library: Vec<String>,
+    /// Seed for policies that draw random numbers [default: 0].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Placement loop period, ms [default: 1000].
+    #[arg(long)]
+    tick_ms: Option<u64>,
+    /// Failures a job may have before it is failed [default: 2].
+    #[arg(long)]
+    max_retries: Option<u32>,
+    /// Set CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for every job (when MPS runs).
+    #[arg(long)]
+    mps_thread_pct: Option<u8>,
+    /// Per-request time limit, seconds [default: 10].
+    #[arg(long)]
+    request_timeout_s: Option<u64>,
+    #[command(subcommand)]
+    shim: Option<ShimCommand>,
+}
+
+/// Internal: the job supervisor the service starts for each attempt.
+#[derive(clap::Subcommand, Debug)]
+enum ShimCommand {
+    /// Runs one job attempt and records its exit status (started by the service).
+    #[command(hide = true, name = "job-shim")]
+    JobShim {
+        /// The attempt's directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The job's argv.
+        #[arg(last = true, required = true)]
+        argv: Vec<OsString>,
+    },
+}
+
+/// The `--config` file: the same settings as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    gpus: Option<String>,
+    scheduler: Option<String>,
+    model: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    library: Vec<String>,
+    seed: Option<u64>,
+    tick_ms: Option<u64>,
+    max_retries: Option<u32>,
+    mps_thread_pct: Option<u8>,
+    request_timeout_s: Option<u64>,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(ShimCommand::JobShim { dir, argv }) = &args.shim {
+        let code = dqngpu_service::exec::run_shim(dir, argv)?;
+        std::process::exit(code);
+    }
+    let file = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str::<FileConfig>(&text).with_context(|| format!("{}: invalid service config", p.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let listen = args.listen.or(file.listen).unwrap_or_else(|| HttpConfig::default().listen);
+    let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("dqngpu-data"));
+    let scheduler = args.scheduler.or(file.scheduler).unwrap_or_else(|| "tetris".into());
+    let model = args.model.or(file.model);
+    let seed = args.seed.or(file.seed).unwrap_or(0);
+    let token = match args.token_file.or(file.token_file) {
+        Some(p) => Some(read_token(&p)?),
+        None => None,
+    };
+    let libraries = if !args.library.is_empty() {
+        args.library
+    } else if !file.library.is_empty() {
+        file.library
+    } else {
+        vec!["thesis".into()]
+    };
+    let libraries = libraries
+        .iter()
+        .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let policy = resolve_policy(&scheduler, model.as_deref(), seed)?;
+    let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
+    let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
+    let mut cfg = ServiceConfig::new(
+        data_dir,
+        gpus,
+        Supervisor::Shim { program: exe, args: vec!["serve".into(), "job-shim".into()] },
+    );
+    cfg.libraries = libraries;
+    cfg.tick = Duration::from_millis(args.tick_ms.or(file.tick_ms).unwrap_or(1000).max(10));
+    cfg.max_retries = args.max_retries.or(file.max_retries).unwrap_or(2);
+    cfg.mps_thread_pct = args.mps_thread_pct.or(file.mps_thread_pct);
+    if cfg.mps_thread_pct.is_some_and(|p| p == 0 || p > 100) {
+        anyhow::bail!("--mps-thread-pct must be 1..=100");
+    }
+    let http = HttpConfig {
+        listen,
+        token,
+        request_timeout: Duration::from_secs(args.request_timeout_s.or(file.request_timeout_s).unwrap_or(10).max(1)),
+    };
+    dqngpu_service::check_listen(&http)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    rt.block_on(dqngpu_service::serve(cfg, http, policy, monitor))?;
+    Ok(())
+}
+
+fn read_token(p: &Path) -> anyhow::Result<String> {
+    let t = std::fs::read_to_string(p).with_context(|| format!("reading the token file {}", p.display()))?;
+    let t = t.trim().to_string();
+    if t.len() < 16 {
+        anyhow::bail!("{}: the token must be at least 16 characters", p.display());
+    }
+    Ok(t)
+}
+
+/// The policy by name. THE ONE PLACE where `--model` must route to the RL crate:
+/// `dqngpu_rl::policy_by_name(name, model, seed)` resolves heuristics and agents alike.
+fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
+    if let Some(m) = model {
+        // TODO(lead): replace with `dqngpu_rl::policy_by_name(name, Some(m), seed)` once dqngpu-rl lands.
+        anyhow::bail!("--model {}: RL agents are not wired into `serve` yet (scheduler `{name}`)", m.display());
+    }
+    Ok(Arc::from(dqngpu_policy::by_name(name, seed)?))
+}
+
+/// NVML's GPUs when a driver is present, else the declared virtual GPUs.
+fn discover_gpus(spec: Option<&str>) -> anyhow::Result<(Vec<GpuSlot>, Option<dqngpu_service::NvmlMonitor>)> {
+    if let Some((slots, mon)) = dqngpu_service::discover_nvml() {
+        if spec.is_some() {
+            tracing::warn!("an NVIDIA driver is present: using its GPUs and ignoring --gpus");
+        }
+        return Ok((slots, Some(mon)));
+    }
+    let Some(spec) = spec else {
+        anyhow::bail!("no NVIDIA driver found; declare virtual GPUs with --gpus, e.g. --gpus titanxp:2");
+    };
+    let cluster = ClusterSpec::parse_gpus(spec)?;
+    if cluster.nodes.len() != 1 {
+        anyhow::bail!("--gpus {spec}: the service runs on one machine; give one node, e.g. titanxp:2");
+    }
+    Ok((cluster.gpus(), None))
+}

@@ -1,0 +1,10 @@
+//! `dqngpu train` (being written).
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// Runs the command.
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`dqngpu train` is not implemented yet")
+}

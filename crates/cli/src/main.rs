@@ -1,0 +1,87 @@
+//! The `dqngpu` binary: thin commands over the library crates.
+//!
+//! `main` calls [`run`]; only `main` maps errors to exit codes: 2 for usage errors (unknown
+//! names, bad flags), 1 for everything else.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// dqngpu decides which jobs share a GPU, learning from their resource-usage histories.
+#[derive(Parser, Debug)]
+#[command(name = "dqngpu", version, about, long_about = None)]
+struct Cli {
+    /// Log filter (e.g. `info`, `dqngpu=debug`); also read from RUST_LOG.
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List the apps of a library with duration, mean and peak usage (validates every profile).
+    Apps(cmd::apps::Args),
+    /// Draw a job set from a workload class.
+    Workload(cmd::workload::Args),
+    /// Simulate a job set on a cluster under one scheduler or all.
+    Simulate(cmd::simulate::Args),
+    /// Fit the contention interference model to measured co-location pairs.
+    Calibrate(cmd::calibrate::Args),
+    /// Interference model tools.
+    Interference(cmd::interference::Args),
+    /// Time the simulator (job-steps per second).
+    Bench(cmd::bench::Args),
+    /// Train an RL placement agent.
+    Train(cmd::train::Args),
+    /// DeepRM's own environment: train and evaluate against the paper.
+    Deeprm(cmd::deeprm::Args),
+    /// Reproduce the thesis's evaluation end to end: train, evaluate, tables, plots, report.
+    Experiment(cmd::experiment::Args),
+    /// Record, import and inspect usage profiles.
+    Profile(cmd::profile::Args),
+    /// Run the placement service.
+    Serve(cmd::serve::Args),
+    /// Submit a job to the service.
+    Submit(cmd::client::SubmitArgs),
+    /// List the service's jobs.
+    Jobs(cmd::client::JobsArgs),
+    /// Show one job of the service.
+    Job(cmd::client::JobArgs),
+    /// Cancel a job of the service.
+    Cancel(cmd::client::CancelArgs),
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Apps(a) => cmd::apps::run(a),
+        Command::Workload(a) => cmd::workload::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Interference(a) => cmd::interference::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Train(a) => cmd::train::run(a),
+        Command::Deeprm(a) => cmd::deeprm::run(a),
+        Command::Experiment(a) => cmd::experiment::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Submit(a) => cmd::client::submit(a),
+        Command::Jobs(a) => cmd::client::jobs(a),
+        Command::Job(a) => cmd::client::job(a),
+        Command::Cancel(a) => cmd::client::cancel(a),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(cmd::exit_code(&e));
+    }
+}

@@ -1,0 +1,401 @@
+//! The experiment's configuration (TOML). Its defaults reproduce the thesis's Section V:
+//! one Titan Xp, the five workload classes of 30 jobs, SJF, Tetris, DeepRM Max, DeepRM Mean
+//! and DqnGPU (plus FIFO and best-fit), Table 5's EC2 prices.
+
+use std::path::Path;
+
+use dqngpu_model::{Location, ModelError, WorkloadClass};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration. Every section has defaults, so an empty file is the thesis's setup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExperimentConfig {
+    /// App library: `thesis`, `lucid` or a directory of profiles.
+    pub library: String,
+    /// Interference model: `contention`, `measured` or `none`.
+    pub interference: String,
+    /// Simulator step, s.
+    pub step_s: f64,
+    /// The cluster.
+    pub cluster: ClusterConfig,
+    /// The job sets.
+    pub workloads: WorkloadConfig,
+    /// Which schedulers, and the baseline others are normalised to.
+    pub schedulers: SchedulerConfig,
+    /// Evaluation seeds.
+    pub evaluation: EvaluationConfig,
+    /// Training budget of the RL agents.
+    pub training: TrainingConfig,
+    /// Prices and the thesis's two cost assumptions.
+    pub cost: CostConfig,
+}
+
+/// The cluster: a `--gpus` spec, or a cluster TOML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// `[Nx]MODEL[:GPUS],...` as `--gpus` takes it (thesis: one Titan Xp).
+    pub gpus: String,
+    /// A cluster TOML file; wins over `gpus` when set (relative to the config file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+/// The job sets drawn for each class and seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadConfig {
+    /// Classes, as the CLI spells them.
+    pub classes: Vec<String>,
+    /// Jobs per set (thesis: 30).
+    pub jobs: usize,
+    /// Class whose job sets show the slowdown buckets, training overhead and cost (thesis: random).
+    pub focus: String,
+}
+
+/// Schedulers to compare.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Names, as the CLI spells them.
+    pub names: Vec<String>,
+    /// The scheduler others are normalised to and the cost's dedicated side (thesis: SJF).
+    pub baseline: String,
+}
+
+/// Evaluation seeds: `first_seed .. first_seed + seeds`, disjoint from the training seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvaluationConfig {
+    /// How many job sets per class.
+    pub seeds: u64,
+    /// The first evaluation seed.
+    pub first_seed: u64,
+}
+
+/// The RL agents' training budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainingConfig {
+    /// Class the agents train on (thesis: the random workload, where it reports training time).
+    pub workload: String,
+    /// Training iterations per agent.
+    pub iterations: u64,
+    /// Iterations under `--quick`.
+    pub quick_iterations: u64,
+    /// Training job sets: seeds `first_seed .. first_seed + jobsets`.
+    pub jobsets: u64,
+    /// The first training seed.
+    pub first_seed: u64,
+}
+
+/// One EC2 instance type of the thesis's Table 5.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    /// Instance name (`g3.xlarge`).
+    pub name: String,
+    /// GPU model.
+    pub gpu: String,
+    /// vCPUs.
+    pub vcpu: u32,
+    /// Host memory, GB.
+    pub memory_gb: f64,
+    /// GPU memory, GB.
+    pub gpu_memory_gb: f64,
+    /// GPU cores.
+    pub gpu_cores: u32,
+    /// On-demand price, US$ per hour.
+    pub usd_per_hour: f64,
+}
+
+/// A cost assumption: one shared instance replaces `replaces` dedicated ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostAssumption {
+    /// Label (`Cost 1`).
+    pub name: String,
+    /// The dedicated instance the baseline runs on.
+    pub dedicated: String,
+    /// How many dedicated instances the shared one replaces.
+    pub replaces: u32,
+    /// What the equivalence rests on (thesis: GPU memory; vCPU and memory).
+    pub basis: String,
+}
+
+/// Prices and cost assumptions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostConfig {
+    /// The shared instance co-locating schedulers run on.
+    pub shared: String,
+    /// Instance types and prices (thesis Table 5).
+    pub instances: Vec<Instance>,
+    /// The assumptions (thesis: Cost 1 and Cost 2).
+    pub assumptions: Vec<CostAssumption>,
+}
+
+impl Default for ExperimentConfig {
+    fn default() -> Self {
+        ExperimentConfig {
+            library: "thesis".into(),
+            interference: "contention".into(),
+            step_s: 1.0,
+            cluster: ClusterConfig::default(),
+            workloads: WorkloadConfig::default(),
+            schedulers: SchedulerConfig::default(),
+            evaluation: EvaluationConfig::default(),
+            training: TrainingConfig::default(),
+            cost: CostConfig::default(),
+        }
+    }
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig { gpus: "titanxp:1".into(), file: None }
+    }
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig { classes: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(), jobs: 30, focus: "random".into() }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        let names = ["sjf", "tetris", "deeprm-max", "deeprm-mean", "dqngpu", "fifo", "bestfit"];
+        SchedulerConfig { names: names.iter().map(|s| s.to_string()).collect(), baseline: "sjf".into() }
+    }
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        EvaluationConfig { seeds: 10, first_seed: 1000 }
+    }
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        TrainingConfig { workload: "random".into(), iterations: 100, quick_iterations: 3, jobsets: 20, first_seed: 0 }
+    }
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        let inst = |name: &str, gpu: &str, vcpu, memory_gb, gpu_memory_gb, gpu_cores, usd_per_hour| Instance {
+            name: name.into(),
+            gpu: gpu.into(),
+            vcpu,
+            memory_gb,
+            gpu_memory_gb,
+            gpu_cores,
+            usd_per_hour,
+        };
+        CostConfig {
+            shared: "g4dn.4xlarge".into(),
+            // Thesis Table 5 (Amazon EC2 on-demand, 2019).
+            instances: vec![
+                inst("g3.xlarge", "Tesla M60", 4, 30.5, 8.0, 2048, 0.75),
+                inst("g4dn.xlarge", "T4", 4, 16.0, 16.0, 2560, 0.526),
+                inst("g4dn.4xlarge", "T4", 16, 64.0, 16.0, 2560, 1.204),
+            ],
+            assumptions: vec![
+                CostAssumption { name: "Cost 1".into(), dedicated: "g3.xlarge".into(), replaces: 2, basis: "GPU memory".into() },
+                CostAssumption {
+                    name: "Cost 2".into(),
+                    dedicated: "g4dn.xlarge".into(),
+                    replaces: 4,
+                    basis: "vCPU and host memory".into(),
+                },
+            ],
+        }
+    }
+}
+
+impl CostConfig {
+    /// The instance called `name`.
+    pub fn instance(&self, name: &str) -> Option<&Instance> {
+        self.instances.iter().find(|i| i.name == name)
+    }
+}
+
+impl ExperimentConfig {
+    /// Parses a TOML config; `path` names the file in errors.
+    pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Self, ModelError> {
+        let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
+            ModelError::invalid(
+                Location { path: path.map(Path::to_path_buf), line, field: None },
+                format!("invalid experiment config: {}", e.message()),
+            )
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    /// Reads and validates a config file.
+    pub fn read(path: &Path) -> Result<Self, ModelError> {
+        let mut cfg = Self::from_toml(&dqngpu_model::error::read_file(path)?, Some(path))?;
+        // A relative cluster file is relative to the config file.
+        if let (Some(f), Some(dir)) = (&cfg.cluster.file, path.parent()) {
+            if Path::new(f).is_relative() && !dir.as_os_str().is_empty() {
+                cfg.cluster.file = Some(dir.join(f).to_string_lossy().into_owned());
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// The TOML text of this config (what goes into the out dir).
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise config: {e}\n"));
+        format!("# dqngpu experiment: the effective configuration of this run.\n{body}")
+    }
+
+    /// The small version `--quick` runs: 2 seeds, 10 jobs, `training.quick_iterations`.
+    pub fn quick(mut self) -> Self {
+        self.evaluation.seeds = self.evaluation.seeds.min(2);
+        self.workloads.jobs = self.workloads.jobs.min(10);
+        self.training.iterations = self.training.quick_iterations;
+        self.training.jobsets = self.training.jobsets.min(4);
+        self
+    }
+
+    /// The evaluation seeds.
+    pub fn eval_seeds(&self) -> Vec<u64> {
+        (self.evaluation.first_seed..self.evaluation.first_seed.saturating_add(self.evaluation.seeds)).collect()
+    }
+
+    /// The training seeds.
+    pub fn training_seeds(&self) -> Vec<u64> {
+        (self.training.first_seed..self.training.first_seed.saturating_add(self.training.jobsets)).collect()
+    }
+
+    /// The workload classes, parsed.
+    pub fn classes(&self) -> Result<Vec<WorkloadClass>, ModelError> {
+        self.workloads.classes.iter().map(|c| c.parse()).collect()
+    }
+
+    /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
+    pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
+        let bad = |field: &str, msg: String| {
+            ModelError::invalid(Location { path: path.map(Path::to_path_buf), line: None, field: Some(field.into()) }, msg)
+        };
+        if !(self.step_s.is_finite() && self.step_s > 0.0) {
+            return Err(bad("step_s", format!("{} is not a positive step", self.step_s)));
+        }
+        if self.workloads.classes.is_empty() {
+            return Err(bad("workloads.classes", "no workload class".into()));
+        }
+        self.classes()?;
+        let focus: WorkloadClass = self.workloads.focus.parse()?;
+        if !self.classes()?.contains(&focus) {
+            return Err(bad("workloads.focus", format!("`{}` is not one of workloads.classes", self.workloads.focus)));
+        }
+        self.training.workload.parse::<WorkloadClass>()?;
+        if self.workloads.jobs == 0 || self.workloads.jobs > 10_000 {
+            return Err(bad("workloads.jobs", format!("{} jobs; expected 1..=10000", self.workloads.jobs)));
+        }
+        if self.schedulers.names.is_empty() {
+            return Err(bad("schedulers.names", "no scheduler".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for n in &self.schedulers.names {
+            if !seen.insert(n.as_str()) {
+                return Err(bad("schedulers.names", format!("`{n}` is listed twice")));
+            }
+        }
+        if !self.schedulers.names.contains(&self.schedulers.baseline) {
+            return Err(bad("schedulers.baseline", format!("`{}` is not in schedulers.names", self.schedulers.baseline)));
+        }
+        if self.evaluation.seeds == 0 || self.evaluation.seeds > 100_000 {
+            return Err(bad("evaluation.seeds", format!("{}; expected 1..=100000", self.evaluation.seeds)));
+        }
+        let train = self.training.first_seed..self.training.first_seed.saturating_add(self.training.jobsets);
+        let eval = self.evaluation.first_seed..self.evaluation.first_seed.saturating_add(self.evaluation.seeds);
+        if train.start < eval.end && eval.start < train.end {
+            return Err(bad(
+                "evaluation.first_seed",
+                format!("evaluation seeds {eval:?} overlap the training seeds {train:?}; evaluation must use unseen job sets"),
+            ));
+        }
+        if self.training.jobsets == 0 {
+            return Err(bad("training.jobsets", "need at least one training job set".into()));
+        }
+        for (i, inst) in self.cost.instances.iter().enumerate() {
+            if !(inst.usd_per_hour.is_finite() && inst.usd_per_hour >= 0.0) {
+                return Err(bad(&format!("cost.instances[{i}].usd_per_hour"), format!("{} is not a price", inst.usd_per_hour)));
+            }
+        }
+        if self.cost.instance(&self.cost.shared).is_none() {
+            return Err(bad("cost.shared", format!("no instance named `{}` in cost.instances", self.cost.shared)));
+        }
+        for (i, a) in self.cost.assumptions.iter().enumerate() {
+            if self.cost.instance(&a.dedicated).is_none() {
+                return Err(bad(
+                    &format!("cost.assumptions[{i}].dedicated"),
+                    format!("no instance named `{}` in cost.instances", a.dedicated),
+                ));
+            }
+            if a.replaces == 0 {
+                return Err(bad(&format!("cost.assumptions[{i}].replaces"), "must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_file_is_the_thesis_setup_and_round_trips() {
+        let c = ExperimentConfig::from_toml("", None).unwrap();
+        assert_eq!(c, ExperimentConfig::default());
+        assert_eq!(c.workloads.jobs, 30);
+        assert_eq!(c.cluster.gpus, "titanxp:1");
+        assert_eq!(c.classes().unwrap().len(), 5);
+        assert!(c.schedulers.names.iter().any(|n| n == "dqngpu"));
+        let again = ExperimentConfig::from_toml(&c.to_toml(), None).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn seeds_are_disjoint_and_quick_is_smaller() {
+        let c = ExperimentConfig::default();
+        let (e, t) = (c.eval_seeds(), c.training_seeds());
+        assert_eq!(e.len(), 10);
+        assert!(e.iter().all(|s| !t.contains(s)));
+        let q = c.clone().quick();
+        assert_eq!(q.eval_seeds().len(), 2);
+        assert_eq!(q.training.iterations, c.training.quick_iterations);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let p = Some(Path::new("exp.toml"));
+        let e = ExperimentConfig::from_toml("[evaluation]\nfirst_seed = 5\n", p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("evaluation.first_seed") && e.contains("overlap"), "{e}");
+        let e = ExperimentConfig::from_toml("library = 'thesis'\n[workloads]\nbogus = 1\n", p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml, line 3") && e.contains("bogus"), "{e}");
+        let e = ExperimentConfig::from_toml("[workloads]\nclasses = ['heavy']\n", p).unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("gpu_heavy"), "{e}");
+        let e = ExperimentConfig::from_toml("[schedulers]\nnames = ['tetris']\n", p).unwrap_err().to_string();
+        assert!(e.contains("schedulers.baseline"), "{e}");
+        let e = ExperimentConfig::from_toml("[cost]\nshared = 'p3.2xlarge'\n", p).unwrap_err().to_string();
+        assert!(e.contains("cost.shared") && e.contains("p3.2xlarge"), "{e}");
+        let e = ExperimentConfig::from_toml("step_s = -1.0\n", p).unwrap_err().to_string();
+        assert!(e.contains("step_s"), "{e}");
+    }
+
+    proptest! {
+        #[test]
+        fn config_parser_never_panics(s in "\\PC{0,200}") {
+            let _ = ExperimentConfig::from_toml(&s, None);
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! Plots (plotters), each written as SVG and PNG. Text uses DejaVu Sans, embedded from the
+//! `dejavu` crate, so a machine without system fonts draws the same pictures.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use dqngpu_model::error::write_file_atomic;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::error::ExperimentError;
+
+/// The font family every chart uses.
+const FONT: &str = "sans-serif";
+
+static FONTS: Once = Once::new();
+
+/// Registers DejaVu Sans under the family [`FONT`] (once per process).
+fn register_fonts() {
+    FONTS.call_once(|| {
+        // The bytes are a valid TTF shipped with the crate; a failure would only mean no text.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+/// A chart that draws itself on any plotters backend.
+pub trait Chart {
+    /// Size in pixels.
+    fn size(&self) -> (u32, u32);
+    /// Draws on `root` (already filled white).
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+/// A written plot: its SVG and PNG files and the PNG bytes (for embedding in HTML).
+#[derive(Debug, Clone)]
+pub struct PlotFile {
+    /// File stem (`class_random`).
+    pub name: String,
+    /// What it shows.
+    pub title: String,
+    /// The SVG file.
+    pub svg: PathBuf,
+    /// The PNG file.
+    pub png: PathBuf,
+    /// The PNG's bytes.
+    pub png_bytes: Vec<u8>,
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Draws `chart` into `dir/name.svg` and `dir/name.png` (each written atomically).
+pub fn write_chart(chart: &impl Chart, dir: &Path, name: &str, title: &str) -> Result<PlotFile, ExperimentError> {
+    register_fonts();
+    let (w, h) = chart.size();
+    let svg_path = dir.join(format!("{name}.svg"));
+    let png_path = dir.join(format!("{name}.png"));
+    let plot_err = |path: &Path, message: String| ExperimentError::Plot { path: path.to_path_buf(), message };
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(&svg_path, err(e)))?;
+        chart.draw(&root).map_err(|m| plot_err(&svg_path, m))?;
+        root.present().map_err(|e| plot_err(&svg_path, err(e)))?;
+    }
+    write_file_atomic(&svg_path, svg.as_bytes())?;
+
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(&png_path, err(e)))?;
+        chart.draw(&root).map_err(|m| plot_err(&png_path, m))?;
+        root.present().map_err(|e| plot_err(&png_path, err(e)))?;
+    }
+    let png_bytes = encode_png(&rgb, w, h).map_err(|m| plot_err(&png_path, m))?;
+    write_file_atomic(&png_path, &png_bytes)?;
+    Ok(PlotFile { name: name.to_string(), title: title.to_string(), svg: svg_path, png: png_path, png_bytes })
+}
+
+fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header().map_err(err)?;
+        writer.write_image_data(rgb).map_err(err)?;
+        writer.finish().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// The colour of the i-th scheduler, the same in every chart.
+pub fn scheduler_colour(i: usize) -> RGBColor {
+    const C: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    C[i % C.len()]
+}
+
+const THESIS_COLOUR: RGBColor = RGBColor(200, 0, 0);
+
+/// One bar panel: a value per scheduler with a 95% CI and the thesis's figure where it gives one.
+#[derive(Debug, Clone)]
+pub struct BarPanel {
+    /// Panel title.
+    pub title: String,
+    /// Y axis description, with unit.
+    pub y_desc: String,
+    /// (mean, ci95) per scheduler.
+    pub values: Vec<(f64, f64)>,
+    /// The thesis's figure per scheduler.
+    pub thesis: Vec<Option<f64>>,
+}
+
+/// Panels of per-scheduler bars stacked vertically (the thesis's Figs. 10-14).
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    /// Scheduler names (x axis).
+    pub schedulers: Vec<String>,
+    /// Colour index of each scheduler.
+    pub colours: Vec<usize>,
+    /// The panels.
+    pub panels: Vec<BarPanel>,
+}
+
+fn legend_box<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font((FONT, 15))
+        .draw()
+        .map_err(err)
+}
+
+impl Chart for BarChart {
+    fn size(&self) -> (u32, u32) {
+        (1000, 330 * self.panels.len().max(1) as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let areas = root.split_evenly((self.panels.len().max(1), 1));
+        let n = self.schedulers.len();
+        for (panel, area) in self.panels.iter().zip(areas.iter()) {
+            let top = panel
+                .values
+                .iter()
+                .map(|(m, c)| m + c)
+                .chain(panel.thesis.iter().flatten().copied())
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max);
+            let ymax = if top > 0.0 { top * 1.45 } else { 1.0 };
+            let mut chart = ChartBuilder::on(area)
+                .caption(&panel.title, (FONT, 20))
+                .margin(8)
+                .x_label_area_size(34)
+                .y_label_area_size(80)
+                .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+                .map_err(err)?;
+            let names = &self.schedulers;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n)
+                .x_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+                    _ => String::new(),
+                })
+                .y_desc(&panel.y_desc)
+                .label_style((FONT, 15))
+                .axis_desc_style((FONT, 16))
+                .draw()
+                .map_err(err)?;
+            chart
+                .draw_series((0..n).map(|i| {
+                    let v = panel.values.get(i).map(|x| x.0).unwrap_or(0.0);
+                    let colour = scheduler_colour(self.colours.get(i).copied().unwrap_or(i));
+                    let mut bar = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)], colour.filled());
+                    bar.set_margin(0, 0, 14, 14);
+                    bar
+                }))
+                .map_err(err)?
+                .label("ours: mean over seeds")
+                .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], scheduler_colour(0).filled()));
+            chart
+                .draw_series((0..n).filter_map(|i| {
+                    let (m, c) = *panel.values.get(i)?;
+                    Some(ErrorBar::new_vertical(SegmentValue::CenterOf(i), m - c, m, m + c, BLACK.stroke_width(2), 14))
+                }))
+                .map_err(err)?
+                .label("95% CI (Student t)")
+                .legend(|(x, y)| PathElement::new(vec![(x + 8, y - 7), (x + 8, y + 7)], BLACK.stroke_width(2)));
+            if panel.thesis.iter().any(Option::is_some) {
+                chart
+                    .draw_series(panel.thesis.iter().enumerate().filter_map(|(i, t)| {
+                        t.map(|v| TriangleMarker::new((SegmentValue::CenterOf(i), v), 9, THESIS_COLOUR.filled()))
+                    }))
+                    .map_err(err)?
+                    .label("thesis (reported)")
+                    .legend(|(x, y)| TriangleMarker::new((x + 8, y), 7, THESIS_COLOUR.filled()));
+            }
+            legend_box(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+}
+
+/// Stacked bars: per scheduler, segments that add up (slowdown buckets, time + training).
+#[derive(Debug, Clone)]
+pub struct StackedChart {
+    /// Title.
+    pub title: String,
+    /// Y axis description, with unit.
+    pub y_desc: String,
+    /// Scheduler names (x axis).
+    pub schedulers: Vec<String>,
+    /// Segment names (legend), bottom first.
+    pub segments: Vec<String>,
+    /// Segment colours.
+    pub segment_colours: Vec<RGBColor>,
+    /// values[scheduler][segment].
+    pub values: Vec<Vec<f64>>,
+    /// A marker per scheduler (the thesis's figure), with its legend text.
+    pub markers: Vec<Option<f64>>,
+    /// Legend text of the markers.
+    pub marker_label: String,
+    /// A horizontal reference line (e.g. 1.0 = baseline).
+    pub reference: Option<f64>,
+}
+
+impl Chart for StackedChart {
+    fn size(&self) -> (u32, u32) {
+        (1000, 520)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let n = self.schedulers.len();
+        let top = self
+            .values
+            .iter()
+            .map(|v| v.iter().sum::<f64>())
+            .chain(self.markers.iter().flatten().copied())
+            .chain(self.reference)
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        let ymax = if top > 0.0 { top * 1.5 } else { 1.0 };
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 20))
+            .margin(10)
+            .x_label_area_size(34)
+            .y_label_area_size(80)
+            .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+            .map_err(err)?;
+        let names = &self.schedulers;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc(&self.y_desc)
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(err)?;
+        for (k, seg) in self.segments.iter().enumerate() {
+            let colour = self.segment_colours.get(k).copied().unwrap_or_else(|| scheduler_colour(k));
+            chart
+                .draw_series((0..n).map(|i| {
+                    let vals = self.values.get(i).cloned().unwrap_or_default();
+                    let lo: f64 = vals.iter().take(k).sum();
+                    let hi = lo + vals.get(k).copied().unwrap_or(0.0);
+                    let mut bar = Rectangle::new([(SegmentValue::Exact(i), lo), (SegmentValue::Exact(i + 1), hi)], colour.filled());
+                    bar.set_margin(0, 0, 18, 18);
+                    bar
+                }))
+                .map_err(err)?
+                .label(seg.as_str())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], colour.filled()));
+        }
+        if let Some(r) = self.reference {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(SegmentValue::Exact(0), r), (SegmentValue::Last, r)],
+                    BLACK.stroke_width(1),
+                )))
+                .map_err(err)?;
+        }
+        if self.markers.iter().any(Option::is_some) {
+            chart
+                .draw_series(self.markers.iter().enumerate().filter_map(|(i, t)| {
+                    t.map(|v| TriangleMarker::new((SegmentValue::CenterOf(i), v), 9, THESIS_COLOUR.filled()))
+                }))
+                .map_err(err)?
+                .label(self.marker_label.as_str())
+                .legend(|(x, y)| TriangleMarker::new((x + 8, y), 7, THESIS_COLOUR.filled()));
+        }
+        legend_box(&mut chart, SeriesLabelPosition::UpperRight)
+    }
+}
+
+/// GPU utilisation and memory over one run.
+#[derive(Debug, Clone)]
+pub struct TimelineChart {
+    /// Title.
+    pub title: String,
+    /// Sample times, s.
+    pub t_s: Vec<f64>,
+    /// GPU utilisation, %.
+    pub gpu_util_pct: Vec<f64>,
+    /// GPU memory, %.
+    pub gpu_mem_pct: Vec<f64>,
+}
+
+impl Chart for TimelineChart {
+    fn size(&self) -> (u32, u32) {
+        (1000, 400)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let tmax = self.t_s.last().copied().filter(|t| *t > 0.0).unwrap_or(1.0);
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 20))
+            .margin(10)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..tmax, 0f64..135f64)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("% of GPU capacity")
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(err)?;
+        let util = RGBColor(31, 119, 180);
+        let mem = RGBColor(255, 127, 14);
+        chart
+            .draw_series(LineSeries::new(self.t_s.iter().copied().zip(self.gpu_util_pct.iter().copied()), util.stroke_width(2)))
+            .map_err(err)?
+            .label("GPU utilisation (%)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], util.stroke_width(3)));
+        chart
+            .draw_series(LineSeries::new(self.t_s.iter().copied().zip(self.gpu_mem_pct.iter().copied()), mem.stroke_width(2)))
+            .map_err(err)?
+            .label("GPU memory in use (%)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], mem.stroke_width(3)));
+        legend_box(&mut chart, SeriesLabelPosition::UpperRight)
+    }
+}
+
+/// Training curves: a value per iteration for each agent, or a note when none trained.
+#[derive(Debug, Clone)]
+pub struct CurveChart {
+    /// Title.
+    pub title: String,
+    /// Y axis description, with unit.
+    pub y_desc: String,
+    /// (agent, colour index, points (iteration, value)).
+    pub series: Vec<(String, usize, Vec<(f64, f64)>)>,
+    /// Shown instead of axes when there is no series.
+    pub empty_note: String,
+}
+
+impl Chart for CurveChart {
+    fn size(&self) -> (u32, u32) {
+        (1000, 450)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let pts: Vec<(f64, f64)> = self.series.iter().flat_map(|s| s.2.iter().copied()).filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        if pts.is_empty() {
+            let area = root.titled(&self.title, (FONT, 20)).map_err(err)?;
+            let (w, h) = area.dim_in_pixel();
+            area.draw(&Text::new(self.empty_note.clone(), (20, h as i32 / 2), (FONT, 16).into_font())).map_err(err)?;
+            let _ = w;
+            return Ok(());
+        }
+        let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max);
+        let ymin = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let ymax = pts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        let pad = ((ymax - ymin).abs() * 0.1).max(1e-6);
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 20))
+            .margin(10)
+            .x_label_area_size(50)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..xmax, (ymin - pad)..(ymax + 4.0 * pad))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("training iteration")
+            .y_desc(&self.y_desc)
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(err)?;
+        for (name, colour, points) in &self.series {
+            let c = scheduler_colour(*colour);
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+        }
+        legend_box(&mut chart, SeriesLabelPosition::UpperRight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_svg_and_png_of_every_chart_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = ["sjf", "tetris", "deeprm-mean"].iter().map(|s| s.to_string()).collect();
+        let bars = BarChart {
+            schedulers: names.clone(),
+            colours: vec![0, 1, 2],
+            panels: vec![BarPanel {
+                title: "makespan".into(),
+                y_desc: "makespan (s)".into(),
+                values: vec![(100.0, 5.0), (120.0, 0.0), (90.0, 9.0)],
+                thesis: vec![Some(110.0), None, None],
+            }],
+        };
+        let p = write_chart(&bars, dir.path(), "bars", "Bars").unwrap();
+        assert!(p.png_bytes.starts_with(b"\x89PNG"));
+        assert_eq!(std::fs::read(&p.png).unwrap(), p.png_bytes);
+        let svg = std::fs::read_to_string(&p.svg).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("deeprm-mean") && svg.contains("thesis (reported)"));
+
+        let stacked = StackedChart {
+            title: "t".into(),
+            y_desc: "jobs".into(),
+            schedulers: names.clone(),
+            segments: vec!["a".into(), "b".into()],
+            segment_colours: vec![],
+            values: vec![vec![1.0, 2.0], vec![3.0, 0.0], vec![0.0, 0.0]],
+            markers: vec![None, Some(2.0), None],
+            marker_label: "thesis".into(),
+            reference: Some(1.0),
+        };
+        write_chart(&stacked, dir.path(), "stacked", "S").unwrap();
+        let tl = TimelineChart { title: "tl".into(), t_s: vec![0.0, 1.0, 2.0], gpu_util_pct: vec![10.0, 100.0, 50.0], gpu_mem_pct: vec![5.0, 6.0, 7.0] };
+        write_chart(&tl, dir.path(), "timeline", "T").unwrap();
+        let empty = CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![], empty_note: "no agent trained".into() };
+        let p = write_chart(&empty, dir.path(), "curves", "C").unwrap();
+        assert!(std::fs::read_to_string(p.svg).unwrap().contains("no agent trained"));
+        let curves = CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![("dqngpu".into(), 4, vec![(0.0, 3.0), (1.0, 2.0)])], empty_note: String::new() };
+        write_chart(&curves, dir.path(), "curves2", "C").unwrap();
+        // No temporary files are left behind.
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp")));
+    }
+}

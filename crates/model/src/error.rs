@@ -1,0 +1,108 @@
+//! Errors for bad input: each names the file, line and field where it can.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where in an input something is wrong.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Location {
+    /// The file, when the input came from one.
+    pub path: Option<PathBuf>,
+    /// 1-based line number, when known.
+    pub line: Option<u64>,
+    /// The column or field name, when known.
+    pub field: Option<String>,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(p) = &self.path {
+            parts.push(p.display().to_string());
+        }
+        if let Some(l) = self.line {
+            parts.push(format!("line {l}"));
+        }
+        if let Some(fl) = &self.field {
+            parts.push(format!("field `{fl}`"));
+        }
+        if parts.is_empty() {
+            write!(f, "<input>")
+        } else {
+            write!(f, "{}", parts.join(", "))
+        }
+    }
+}
+
+/// Errors of the model crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The input is malformed; `at` says where.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// Where.
+        at: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// A name (app, class, scheduler, GPU model...) is not known.
+    #[error("unknown {what} `{name}`; valid: {}", valid.join(", "))]
+    UnknownName {
+        /// What kind of name ("app", "GPU model", ...).
+        what: &'static str,
+        /// The name given.
+        name: String,
+        /// The names that would have been accepted.
+        valid: Vec<String>,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ModelError {
+    /// A malformed-input error.
+    pub fn invalid(at: Location, message: impl Into<String>) -> Self {
+        ModelError::Invalid { at, message: message.into() }
+    }
+
+    /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ModelError::UnknownName { .. })
+    }
+
+    /// Attaches a path to an error that lacks one.
+    pub fn with_path(mut self, p: &std::path::Path) -> Self {
+        if let ModelError::Invalid { at, .. } = &mut self {
+            if at.path.is_none() {
+                at.path = Some(p.to_path_buf());
+            }
+        }
+        self
+    }
+}
+
+/// Shorthand result.
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// Reads a whole file, mapping the error to [`ModelError::Io`].
+pub fn read_file(path: &std::path::Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+}
+
+/// Writes a file atomically: a temporary sibling, then a rename, so a crash never leaves half a file.
+pub fn write_file_atomic(path: &std::path::Path, contents: &[u8]) -> Result<()> {
+    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, contents).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}

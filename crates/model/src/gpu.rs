@@ -1,0 +1,89 @@
+//! GPU specifications and the built-in catalogue.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ModelError, Result};
+use crate::resources::Resources;
+
+/// A GPU model (thesis Table 2, cluster info; Table 4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Catalogue key, as written on the command line (`titanxp`).
+    pub key: String,
+    /// Marketing name.
+    pub name: String,
+    /// Architecture.
+    pub architecture: String,
+    /// Memory, MiB.
+    pub memory_mib: f64,
+    /// CUDA cores.
+    pub cores: u32,
+    /// Host link bandwidth, GB/s.
+    pub pcie_gbps: f64,
+}
+
+impl GpuSpec {
+    /// Capacity as a resource vector: 100% GPU, all memory, 100% SM, PCIe in MB/s.
+    pub fn capacity(&self) -> Resources {
+        Resources::new(100.0, self.memory_mib, 100.0, self.pcie_gbps * 1000.0)
+    }
+}
+
+/// (key, name, architecture, memory MiB, cores, PCIe GB/s, source).
+/// Memory is the board's nominal size in MiB; PCIe is the link's nominal one-way rate,
+/// except the Titan Xp, whose 32 GB/s is what the thesis's Table 4 states.
+const CATALOGUE: &[(&str, &str, &str, f64, u32, f64)] = &[
+    ("titanxp", "NVIDIA TITAN Xp", "Pascal", 12288.0, 3840, 32.0),
+    ("m60", "NVIDIA Tesla M60 (one GPU)", "Maxwell", 8192.0, 2048, 16.0),
+    ("rtx3090", "NVIDIA GeForce RTX 3090", "Ampere", 24576.0, 10496, 32.0),
+    ("t4", "NVIDIA T4", "Turing", 16384.0, 2560, 16.0),
+    ("v100-16", "NVIDIA V100 16GB", "Volta", 16384.0, 5120, 16.0),
+    ("v100-32", "NVIDIA V100 32GB", "Volta", 32768.0, 5120, 16.0),
+    ("a100-40", "NVIDIA A100 40GB", "Ampere", 40960.0, 6912, 32.0),
+    ("a100-80", "NVIDIA A100 80GB", "Ampere", 81920.0, 6912, 32.0),
+    ("h100", "NVIDIA H100 80GB", "Hopper", 81920.0, 16896, 64.0),
+];
+
+/// Short aliases accepted on the command line.
+const ALIASES: &[(&str, &str)] =
+    &[("titan-xp", "titanxp"), ("3090", "rtx3090"), ("v100", "v100-16"), ("a100", "a100-40"), ("h100-80", "h100")];
+
+/// Every catalogue entry.
+pub fn catalogue() -> Vec<GpuSpec> {
+    CATALOGUE
+        .iter()
+        .map(|&(key, name, arch, mem, cores, pcie)| GpuSpec {
+            key: key.into(),
+            name: name.into(),
+            architecture: arch.into(),
+            memory_mib: mem,
+            cores,
+            pcie_gbps: pcie,
+        })
+        .collect()
+}
+
+/// Looks a model up by key or alias (case-insensitive); an unknown name lists the valid ones.
+pub fn lookup(name: &str) -> Result<GpuSpec> {
+    let lower = name.trim().to_ascii_lowercase();
+    let key = ALIASES.iter().find(|(a, _)| *a == lower).map(|(_, k)| *k).unwrap_or(&lower);
+    catalogue().into_iter().find(|g| g.key == key).ok_or_else(|| ModelError::UnknownName {
+        what: "GPU model",
+        name: name.to_string(),
+        valid: CATALOGUE.iter().map(|c| c.0.to_string()).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_keys_and_aliases() {
+        assert_eq!(lookup("TitanXp").unwrap().memory_mib, 12288.0);
+        assert_eq!(lookup("a100").unwrap().key, "a100-40");
+        let e = lookup("gtx480").unwrap_err();
+        assert!(e.is_usage());
+        assert!(e.to_string().contains("titanxp") && e.to_string().contains("h100"));
+    }
+}

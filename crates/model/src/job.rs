@@ -1,0 +1,270 @@
+//! Jobs and job-set files (`id,app,submit_s` CSV or JSON), so the same set replays anywhere.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{read_file, write_file_atomic, Location, ModelError, Result};
+
+/// A job's identifier, unique within a job set or a service.
+pub type JobId = u64;
+
+/// The thesis's five workload classes (Section V.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadClass {
+    /// Average GPU utilisation >= 40%.
+    GpuHeavy,
+    /// Average GPU utilisation < 40%.
+    GpuLight,
+    /// Average GPU memory >= 50% of the card.
+    MemHeavy,
+    /// Average GPU memory < 50% of the card.
+    MemLight,
+    /// Every app.
+    Random,
+}
+
+impl WorkloadClass {
+    /// All five, in the thesis's order.
+    pub const ALL: [WorkloadClass; 5] =
+        [WorkloadClass::GpuHeavy, WorkloadClass::GpuLight, WorkloadClass::MemHeavy, WorkloadClass::MemLight, WorkloadClass::Random];
+
+    /// The CLI spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadClass::GpuHeavy => "gpu_heavy",
+            WorkloadClass::GpuLight => "gpu_light",
+            WorkloadClass::MemHeavy => "mem_heavy",
+            WorkloadClass::MemLight => "mem_light",
+            WorkloadClass::Random => "random",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WorkloadClass {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self> {
+        let l = s.trim().to_ascii_lowercase().replace('-', "_");
+        let alias = match l.as_str() {
+            "gpu_memory_heavy" => "mem_heavy",
+            "gpu_memory_light" => "mem_light",
+            other => other,
+        };
+        WorkloadClass::ALL.into_iter().find(|c| c.name() == alias).ok_or_else(|| ModelError::UnknownName {
+            what: "workload class",
+            name: s.to_string(),
+            valid: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(),
+        })
+    }
+}
+
+/// One job of a job set: an app (a key of the library) submitted at a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Identifier.
+    pub id: JobId,
+    /// App name (library key).
+    pub app: String,
+    /// Submission time, s.
+    #[serde(default)]
+    pub submit_s: f64,
+}
+
+/// A set of jobs, with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSet {
+    /// Library the apps come from, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// Workload class it was drawn from, when drawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<WorkloadClass>,
+    /// Seed it was drawn with, when drawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The jobs.
+    pub jobs: Vec<JobSpec>,
+}
+
+impl JobSet {
+    /// A job set with no provenance.
+    pub fn new(jobs: Vec<JobSpec>) -> Self {
+        JobSet { library: None, class: None, seed: None, jobs }
+    }
+
+    /// Checks ids are unique and times finite and non-negative.
+    pub fn validate(&self, path: Option<&Path>) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            let at = |f: &str| Location { path: path.map(Path::to_path_buf), line: None, field: Some(format!("jobs[{i}].{f}")) };
+            if !seen.insert(j.id) {
+                return Err(ModelError::invalid(at("id"), format!("job id {} appears twice", j.id)));
+            }
+            if !(j.submit_s.is_finite() && j.submit_s >= 0.0) {
+                return Err(ModelError::invalid(at("submit_s"), format!("{} is not a non-negative time", j.submit_s)));
+            }
+            if j.app.trim().is_empty() {
+                return Err(ModelError::invalid(at("app"), "app name is empty"));
+            }
+        }
+        if self.jobs.is_empty() {
+            return Err(ModelError::invalid(
+                Location { path: path.map(Path::to_path_buf), line: None, field: Some("jobs".into()) },
+                "job set has no jobs",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Parses CSV `id,app,submit_s` (header required; `submit_s` optional, default 0).
+    pub fn parse_csv(text: &str, path: Option<&Path>) -> Result<Self> {
+        let at = |line: Option<u64>, field: Option<&str>| Location {
+            path: path.map(Path::to_path_buf),
+            line,
+            field: field.map(str::to_string),
+        };
+        let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(text.as_bytes());
+        let headers = rdr.headers().map_err(|e| ModelError::invalid(at(Some(1), None), format!("cannot read header: {e}")))?.clone();
+        let col = |name: &str| headers.iter().position(|h| h == name);
+        for h in headers.iter() {
+            if !["id", "app", "submit_s"].contains(&h) {
+                return Err(ModelError::invalid(at(Some(1), Some(h)), "unknown column; expected id,app,submit_s"));
+            }
+        }
+        let (id_c, app_c) = match (col("id"), col("app")) {
+            (Some(a), Some(b)) => (a, b),
+            (None, _) => return Err(ModelError::invalid(at(Some(1), Some("id")), "missing column")),
+            (_, None) => return Err(ModelError::invalid(at(Some(1), Some("app")), "missing column")),
+        };
+        let sub_c = col("submit_s");
+        let mut jobs = Vec::new();
+        let mut lines = Vec::new();
+        for rec in rdr.records() {
+            let rec = rec.map_err(|e| ModelError::invalid(at(e.position().map(|p| p.line()), None), format!("malformed CSV: {e}")))?;
+            let line = rec.position().map(|p| p.line());
+            let raw_id = rec.get(id_c).unwrap_or("");
+            let id: JobId = raw_id
+                .parse()
+                .map_err(|_| ModelError::invalid(at(line, Some("id")), format!("`{raw_id}` is not a job id (a non-negative integer)")))?;
+            let app = rec.get(app_c).unwrap_or("").to_string();
+            let submit_s = match sub_c.map(|c| rec.get(c).unwrap_or("")) {
+                None | Some("") => 0.0,
+                Some(raw) => {
+                    let v: f64 = raw.parse().map_err(|_| ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a number")))?;
+                    if !(v.is_finite() && v >= 0.0) {
+                        return Err(ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a non-negative time")));
+                    }
+                    v
+                }
+            };
+            if app.is_empty() {
+                return Err(ModelError::invalid(at(line, Some("app")), "app name is empty"));
+            }
+            lines.push(line);
+            jobs.push(JobSpec { id, app, submit_s });
+        }
+        let set = JobSet::new(jobs);
+        set.validate(path).map_err(|e| match e {
+            // Point at the CSV line rather than the JSON-style index.
+            ModelError::Invalid { at: a, message } => {
+                let idx = a.field.as_deref().and_then(|f| f.strip_prefix("jobs[")).and_then(|f| f.split(']').next()).and_then(|n| n.parse::<usize>().ok());
+                let line = idx.and_then(|i| lines.get(i).copied().flatten()).or(a.line);
+                let field = a.field.as_deref().and_then(|f| f.rsplit('.').next()).map(str::to_string).or(a.field);
+                ModelError::Invalid { at: Location { path: a.path, line, field }, message }
+            }
+            other => other,
+        })?;
+        Ok(set)
+    }
+
+    /// Parses the JSON form.
+    pub fn parse_json(text: &str, path: Option<&Path>) -> Result<Self> {
+        let set: JobSet = serde_json::from_str(text).map_err(|e| {
+            ModelError::invalid(
+                Location { path: path.map(Path::to_path_buf), line: Some(e.line() as u64), field: None },
+                format!("invalid job set JSON: {e}"),
+            )
+        })?;
+        set.validate(path)?;
+        Ok(set)
+    }
+
+    /// Reads a job-set file (`.csv` or `.json`).
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = read_file(path)?;
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+            Self::parse_csv(&text, Some(path))
+        } else {
+            Self::parse_json(&text, Some(path))
+        }
+    }
+
+    /// The CSV form.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("id,app,submit_s\n");
+        for j in &self.jobs {
+            s.push_str(&format!("{},{},{}\n", j.id, j.app, j.submit_s));
+        }
+        s
+    }
+
+    /// Writes the set (`.csv` or JSON by extension), atomically.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+            self.to_csv()
+        } else {
+            serde_json::to_string_pretty(self).expect("job sets always serialise")
+        };
+        write_file_atomic(path, text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn csv_and_json_round_trip() {
+        let set = JobSet::parse_csv("id,app,submit_s\n0,vgg16,0\n1,alexnet,2.5\n", None).unwrap();
+        assert_eq!(set.jobs[1].submit_s, 2.5);
+        assert_eq!(JobSet::parse_csv(&set.to_csv(), None).unwrap(), set);
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(JobSet::parse_json(&json, None).unwrap(), set);
+    }
+
+    #[test]
+    fn csv_errors_name_line_and_field() {
+        let p = Some(Path::new("jobs.csv"));
+        let e = JobSet::parse_csv("id,app\n0,a\n0,b\n", p).unwrap_err().to_string();
+        assert!(e.contains("jobs.csv, line 3, field `id`") && e.contains("twice"), "{e}");
+        let e = JobSet::parse_csv("id,app,submit_s\n0,a,NaN\n", p).unwrap_err().to_string();
+        assert!(e.contains("line 2, field `submit_s`"), "{e}");
+        let e = JobSet::parse_csv("id,submit_s\n0,1\n", p).unwrap_err().to_string();
+        assert!(e.contains("`app`") && e.contains("missing"), "{e}");
+        let e = JobSet::parse_csv("id,app\n", p).unwrap_err().to_string();
+        assert!(e.contains("no jobs"), "{e}");
+    }
+
+    #[test]
+    fn class_names() {
+        assert_eq!("gpu_memory_light".parse::<WorkloadClass>().unwrap(), WorkloadClass::MemLight);
+        let e = "heavy".parse::<WorkloadClass>().unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("gpu_heavy"));
+    }
+
+    proptest! {
+        #[test]
+        fn job_parsers_never_panic(s in "\\PC{0,200}") {
+            let _ = JobSet::parse_csv(&s, None);
+            let _ = JobSet::parse_json(&s, None);
+        }
+    }
+}

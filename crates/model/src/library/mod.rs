@@ -1,0 +1,97 @@
+//! App libraries: named sets of profiles that job sets draw from, with workload classes.
+//!
+//! Built in: `thesis` (the thesis's 11 apps on a Titan Xp) and `lucid` (65 measured RTX 3090
+//! configurations, read from the shared data at run time). A directory of profile files is a
+//! library too (`--library DIR`).
+
+mod dir;
+pub mod lucid;
+pub mod thesis;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{ModelError, Result};
+use crate::gpu::GpuSpec;
+use crate::job::WorkloadClass;
+use crate::profile::AppProfile;
+
+pub use dir::read_dir_library;
+
+/// Names of the built-in libraries.
+pub const BUILTIN: [&str; 2] = ["thesis", "lucid"];
+
+/// A named set of app profiles.
+#[derive(Debug, Clone)]
+pub struct AppLibrary {
+    /// Library name (`thesis`, `lucid`, or the directory).
+    pub name: String,
+    /// Profiles by app name (the key job sets use).
+    pub apps: BTreeMap<String, Arc<AppProfile>>,
+    /// Members of each workload class.
+    pub classes: BTreeMap<WorkloadClass, Vec<String>>,
+    /// The GPU the profiles were taken on, used for the memory-class threshold.
+    pub reference_gpu: Option<GpuSpec>,
+}
+
+impl AppLibrary {
+    /// Builds a library whose classes are derived from the thesis's thresholds
+    /// (mean GPU util >= 40%; mean GPU memory >= 50% of `reference_gpu`).
+    pub fn with_derived_classes(name: String, apps: BTreeMap<String, Arc<AppProfile>>, reference_gpu: Option<GpuSpec>) -> Self {
+        let ref_mem = reference_gpu.as_ref().map(|g| g.memory_mib).unwrap_or_else(|| {
+            apps.values().map(|p| p.peak_mem().0).fold(0.0, f64::max).max(1.0)
+        });
+        let mut classes: BTreeMap<WorkloadClass, Vec<String>> = BTreeMap::new();
+        for (k, p) in &apps {
+            let m = p.summary().mean;
+            let gpu = if m.gpu_util_pct >= 40.0 { WorkloadClass::GpuHeavy } else { WorkloadClass::GpuLight };
+            let mem = if m.gpu_mem_mib >= 0.5 * ref_mem { WorkloadClass::MemHeavy } else { WorkloadClass::MemLight };
+            for c in [gpu, mem, WorkloadClass::Random] {
+                classes.entry(c).or_default().push(k.clone());
+            }
+        }
+        AppLibrary { name, apps, classes, reference_gpu }
+    }
+
+    /// The profile of `app`; an unknown app lists the valid names.
+    pub fn get(&self, app: &str) -> Result<&Arc<AppProfile>> {
+        self.apps.get(app).ok_or_else(|| ModelError::UnknownName {
+            what: "app",
+            name: app.to_string(),
+            valid: self.apps.keys().cloned().collect(),
+        })
+    }
+
+    /// The apps of a class; errors when the class is empty in this library.
+    pub fn class_members(&self, class: WorkloadClass) -> Result<&[String]> {
+        match self.classes.get(&class) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(ModelError::UnknownName {
+                what: "workload class (for this library)",
+                name: class.name().to_string(),
+                valid: self.classes.iter().filter(|(_, v)| !v.is_empty()).map(|(c, _)| c.name().to_string()).collect(),
+            }),
+        }
+    }
+}
+
+/// A built-in library by name, or a directory of profile files.
+pub fn resolve(name_or_dir: &str) -> Result<AppLibrary> {
+    match name_or_dir {
+        "thesis" => Ok(thesis::library()),
+        "lucid" => lucid::library(None),
+        other => {
+            let p = Path::new(other);
+            if p.is_dir() {
+                read_dir_library(p)
+            } else {
+                Err(ModelError::UnknownName {
+                    what: "library (a built-in name or a directory)",
+                    name: other.to_string(),
+                    valid: BUILTIN.iter().map(|s| s.to_string()).collect(),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! An application's resource-usage history (thesis Table 2): prior info plus samples of the
+//! four resources over the app's own progress time, and the cluster info it was recorded on.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Location, ModelError, Result};
+use crate::resources::{Resource, Resources};
+
+/// Whether an app is an HPC code or an ML training job (thesis Table 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppKind {
+    /// HPC application (LAMMPS, GROMACS, ...): usage changes with its phases.
+    Hpc,
+    /// ML training: a loading phase, then steady use.
+    Ml,
+    /// Not said.
+    #[default]
+    Unknown,
+}
+
+impl std::str::FromStr for AppKind {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "hpc" => Ok(AppKind::Hpc),
+            "ml" => Ok(AppKind::Ml),
+            "unknown" => Ok(AppKind::Unknown),
+            _ => Err(ModelError::UnknownName {
+                what: "app kind",
+                name: s.to_string(),
+                valid: vec!["hpc".into(), "ml".into(), "unknown".into()],
+            }),
+        }
+    }
+}
+
+/// Prior info given at submission (thesis Table 2, first group).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AppInfo {
+    /// Application name.
+    pub name: String,
+    /// HPC or ML.
+    #[serde(default)]
+    pub kind: AppKind,
+    /// Input file size, MB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_size_mb: Option<f64>,
+    /// Input parameters, free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+}
+
+/// Cluster info of the machine a profile was recorded on (thesis Table 2, third group).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RecordedOn {
+    /// Node name.
+    pub node: String,
+    /// GPU card name.
+    pub gpu_name: String,
+    /// GPU architecture.
+    #[serde(default)]
+    pub architecture: String,
+    /// GPU memory, MiB.
+    pub memory_mib: f64,
+    /// Number of GPU cores.
+    #[serde(default)]
+    pub cores: u32,
+    /// PCIe bandwidth, GB/s.
+    #[serde(default)]
+    pub pcie_gbps: f64,
+}
+
+/// A usage profile: samples every `interval_s` seconds of the app's own progress time.
+///
+/// Sample `i` holds the demand over progress time `[i*interval_s, (i+1)*interval_s)`, so the
+/// solo execution time is `samples.len() * interval_s`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppProfile {
+    /// Prior info.
+    pub app: AppInfo,
+    /// Sampling interval, seconds.
+    pub interval_s: f64,
+    /// Where it was recorded, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_on: Option<RecordedOn>,
+    /// The samples.
+    pub samples: Vec<Resources>,
+    /// The file and first data line this profile was read from (for error messages).
+    #[serde(skip)]
+    pub source: Option<Location>,
+}
+
+/// Mean, peak and duration, derived from the samples (never stored twice).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSummary {
+    /// Solo execution time, s.
+    pub solo_s: f64,
+    /// Time-weighted mean demand.
+    pub mean: Resources,
+    /// Component-wise peak demand.
+    pub peak: Resources,
+}
+
+impl AppProfile {
+    /// Builds and validates a profile.
+    pub fn new(app: AppInfo, interval_s: f64, samples: Vec<Resources>) -> Result<Self> {
+        let p = AppProfile { app, interval_s, recorded_on: None, samples, source: None };
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Solo execution time, s.
+    pub fn solo_s(&self) -> f64 {
+        self.samples.len() as f64 * self.interval_s
+    }
+
+    /// The demand at progress time `progress_s` (clamped to the last sample).
+    #[inline]
+    pub fn demand_at(&self, progress_s: f64) -> &Resources {
+        let i = (progress_s / self.interval_s) as usize;
+        &self.samples[i.min(self.samples.len() - 1)]
+    }
+
+    /// Index of the sample in force at `progress_s`.
+    #[inline]
+    pub fn sample_index(&self, progress_s: f64) -> usize {
+        ((progress_s / self.interval_s) as usize).min(self.samples.len() - 1)
+    }
+
+    /// Mean, peak and duration.
+    pub fn summary(&self) -> ProfileSummary {
+        let mut sum = Resources::ZERO;
+        let mut peak = Resources::ZERO;
+        for s in &self.samples {
+            sum = sum.add(s);
+            peak = peak.max(s);
+        }
+        let n = self.samples.len().max(1) as f64;
+        ProfileSummary { solo_s: self.solo_s(), mean: sum.scale(1.0 / n), peak }
+    }
+
+    /// Peak memory, MiB, and the index of the first sample at that peak.
+    pub fn peak_mem(&self) -> (f64, usize) {
+        let mut best = (0.0, 0);
+        for (i, s) in self.samples.iter().enumerate() {
+            if s.gpu_mem_mib > best.0 {
+                best = (s.gpu_mem_mib, i);
+            }
+        }
+        best
+    }
+
+    /// The location of sample `i` in its source file, with `field`.
+    pub fn sample_location(&self, i: usize, field: &str) -> Location {
+        let mut at = self.source.clone().unwrap_or_default();
+        if let Some(l) = at.line {
+            at.line = Some(l + i as u64);
+        }
+        at.field = Some(field.to_string());
+        at
+    }
+
+    /// Checks the invariants: a name, a positive finite interval, at least one sample, every
+    /// value finite and non-negative, utilisation and SM within 0..=100.
+    pub fn validate(&self) -> Result<()> {
+        let at = |field: &str| {
+            let mut l = self.source.clone().unwrap_or_default();
+            l.field = Some(field.to_string());
+            l
+        };
+        if self.app.name.trim().is_empty() {
+            return Err(ModelError::invalid(at("app.name"), "app name is empty"));
+        }
+        if !(self.interval_s.is_finite() && self.interval_s > 0.0) {
+            return Err(ModelError::invalid(
+                at("interval_s"),
+                format!("sampling interval must be a positive number, got {}", self.interval_s),
+            ));
+        }
+        if self.samples.is_empty() {
+            return Err(ModelError::invalid(at("samples"), "profile has no samples"));
+        }
+        for (i, s) in self.samples.iter().enumerate() {
+            for r in Resource::ALL {
+                let v = s.get(r);
+                let bad = if !v.is_finite() {
+                    Some(format!("{v} is not a finite number"))
+                } else if v < 0.0 {
+                    Some(format!("{v} is negative"))
+                } else if matches!(r, Resource::GpuUtil | Resource::Sm) && v > 100.0 + 1e-9 {
+                    Some(format!("{v} is above 100%"))
+                } else {
+                    None
+                };
+                if let Some(msg) = bad {
+                    return Err(ModelError::invalid(self.sample_location(i, r.column()), msg));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Errors when the profile's peak memory exceeds `max_gpu_mem_mib`, naming the sample.
+    pub fn check_fits_memory(&self, max_gpu_mem_mib: f64) -> Result<()> {
+        let (peak, i) = self.peak_mem();
+        if peak > max_gpu_mem_mib {
+            return Err(ModelError::invalid(
+                self.sample_location(i, Resource::GpuMem.column()),
+                format!(
+                    "app `{}` needs {peak} MiB of GPU memory at its peak, more than the largest GPU ({max_gpu_mem_mib} MiB)",
+                    self.app.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A profile with every sample replaced by a constant vector (DeepRM Max / Mean inputs).
+    pub fn constant(&self, demand: Resources) -> AppProfile {
+        AppProfile { samples: vec![demand; self.samples.len()], ..self.clone() }
+    }
+}

@@ -1,0 +1,319 @@
+//! DCGM exporter scrapes in Prometheus text format.
+//!
+//! Used metrics: `DCGM_FI_DEV_GPU_UTIL` (%), `DCGM_FI_DEV_FB_USED` (MiB),
+//! `DCGM_FI_PROF_SM_ACTIVE` (a 0..1 ratio, stored as %), `DCGM_FI_PROF_PCIE_TX_BYTES` and
+//! `DCGM_FI_PROF_PCIE_RX_BYTES`. dcgm-exporter publishes the PCIe ones as gauges holding a
+//! rate in bytes/s, and they are read as rates; when the log declares them
+//! `# TYPE ... counter` they are cumulative byte counters instead, turned into rates between
+//! consecutive scrapes, a decrease being a counter reset (the new value is the bytes since the
+//! reset, as Prometheus' `rate()` does). Other metrics are syntax-checked and ignored.
+//!
+//! Time: each sample's Prometheus timestamp (ms since the epoch) when it has one; otherwise
+//! the latest `# scrape at T` comment before it (T in Unix seconds, or `YYYY-MM-DDTHH:MM:SS`).
+//! Samples of one GPU at one time form one reading. Labels: `gpu` (required), `pod` or
+//! `exported_pod` (filtered by `--pod`), `container` or `exported_container` (`--container`),
+//! `modelName` and `Hostname` (recorded-on info).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use dqngpu_model::{ModelError, Resource};
+
+use super::{invalid, loc, DeviceHint, ImportOptions, Parsed};
+use crate::resample::{index_of, Observation};
+use crate::time::parse_datetime;
+
+const UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+const FB_USED: &str = "DCGM_FI_DEV_FB_USED";
+const SM_ACTIVE: &str = "DCGM_FI_PROF_SM_ACTIVE";
+const PCIE_TX: &str = "DCGM_FI_PROF_PCIE_TX_BYTES";
+const PCIE_RX: &str = "DCGM_FI_PROF_PCIE_RX_BYTES";
+
+/// One sample line: `name{k="v",...} value [timestamp_ms]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Metric name.
+    pub name: String,
+    /// Labels in order.
+    pub labels: Vec<(String, String)>,
+    /// Value.
+    pub value: f64,
+    /// Timestamp, ms since the epoch.
+    pub timestamp_ms: Option<i64>,
+}
+
+impl Sample {
+    fn label(&self, k: &str) -> Option<&str> {
+        self.labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+    }
+}
+
+fn is_name_char(c: char, first: bool) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == ':' || (!first && c.is_ascii_digit())
+}
+
+/// Parses one sample line of the Prometheus text format.
+pub fn parse_sample(l: &str) -> Result<Sample, String> {
+    let l = l.trim();
+    let name_end = l.char_indices().find(|&(i, c)| !is_name_char(c, i == 0)).map_or(l.len(), |(i, _)| i);
+    if name_end == 0 {
+        return Err("expected a metric name".into());
+    }
+    let name = l[..name_end].to_string();
+    let mut rest = &l[name_end..];
+    let mut labels = Vec::new();
+    if let Some(r) = rest.strip_prefix('{') {
+        let mut chars = r.char_indices().peekable();
+        let mut end = None;
+        loop {
+            while chars.peek().is_some_and(|(_, c)| c.is_whitespace() || *c == ',') {
+                chars.next();
+            }
+            let Some(&(start, c)) = chars.peek() else { break };
+            if c == '}' {
+                end = Some(start + 1);
+                break;
+            }
+            let mut key_end = start;
+            while let Some(&(i, c)) = chars.peek() {
+                if !is_name_char(c, i == start) {
+                    break;
+                }
+                key_end = i + c.len_utf8();
+                chars.next();
+            }
+            if key_end == start {
+                return Err(format!("bad label name at `{}`", &r[start..]));
+            }
+            let key = r[start..key_end].to_string();
+            if chars.next().map(|(_, c)| c) != Some('=') || chars.next().map(|(_, c)| c) != Some('"') {
+                return Err(format!("label `{key}` needs =\"value\""));
+            }
+            let mut value = String::new();
+            let mut closed = false;
+            while let Some((_, c)) = chars.next() {
+                match c {
+                    '"' => {
+                        closed = true;
+                        break;
+                    }
+                    '\\' => match chars.next().map(|(_, c)| c) {
+                        Some('n') => value.push('\n'),
+                        Some(e) => value.push(e),
+                        None => break,
+                    },
+                    c => value.push(c),
+                }
+            }
+            if !closed {
+                return Err(format!("label `{key}` value is not closed (truncated line?)"));
+            }
+            labels.push((key, value));
+        }
+        let Some(end) = end else { return Err("labels are not closed with `}` (truncated line?)".into()) };
+        rest = &r[end..];
+    } else if !rest.starts_with(char::is_whitespace) {
+        return Err(format!("unexpected `{}` after the metric name", rest.chars().next().unwrap_or(' ')));
+    }
+    let mut parts = rest.split_whitespace();
+    let v = parts.next().ok_or("missing value (truncated line?)")?;
+    let value: f64 = v.parse().map_err(|_| format!("`{v}` is not a number"))?;
+    let timestamp_ms = match parts.next() {
+        Some(t) => Some(t.parse::<i64>().map_err(|_| format!("`{t}` is not a timestamp in ms"))?),
+        None => None,
+    };
+    if let Some(extra) = parts.next() {
+        return Err(format!("unexpected `{extra}` after the timestamp"));
+    }
+    Ok(Sample { name, labels, value, timestamp_ms })
+}
+
+#[derive(Default)]
+struct Group {
+    gpu: u32,
+    t_ms: i64,
+    line: u64,
+    values: [Option<f64>; 4],
+    tx: Option<f64>,
+    rx: Option<f64>,
+}
+
+fn parse_scrape_time(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let secs = match s.parse::<f64>() {
+        Ok(v) => v,
+        Err(_) => parse_datetime(s.trim_end_matches('Z'))?,
+    };
+    (secs.is_finite() && secs.abs() < 1e15).then(|| (secs * 1000.0).round() as i64)
+}
+
+/// Parses the scrapes.
+pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
+    let mut parsed = Parsed::default();
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut scrape_ms: Option<i64> = None;
+    let mut groups: Vec<Group> = Vec::new();
+    let mut open: HashMap<(u32, i64), usize> = HashMap::new();
+    let mut last_t: HashMap<u32, (i64, u64)> = HashMap::new();
+    let mut pods_seen = BTreeSet::new();
+    let mut devices: BTreeMap<u32, DeviceHint> = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i as u64 + 1;
+        let l = raw.trim();
+        if l.is_empty() {
+            continue;
+        }
+        if let Some(c) = l.strip_prefix('#') {
+            let c = c.trim();
+            if let Some(t) = c.strip_prefix("scrape at") {
+                scrape_ms = Some(
+                    parse_scrape_time(t)
+                        .ok_or_else(|| invalid(path, line, None, format!("`{}` is not a Unix time in seconds", t.trim())))?,
+                );
+            } else if let Some(t) = c.strip_prefix("TYPE") {
+                let mut it = t.split_whitespace();
+                if let (Some(n), Some(ty)) = (it.next(), it.next()) {
+                    types.insert(n.to_string(), ty.to_ascii_lowercase());
+                }
+            }
+            continue;
+        }
+        let s = parse_sample(l).map_err(|m| invalid(path, line, None, m))?;
+        let k = match s.name.as_str() {
+            UTIL => index_of(Resource::GpuUtil),
+            FB_USED => index_of(Resource::GpuMem),
+            SM_ACTIVE => index_of(Resource::Sm),
+            PCIE_TX | PCIE_RX => usize::MAX,
+            _ => continue,
+        };
+        let pod = s.label("pod").or(s.label("exported_pod")).filter(|p| !p.is_empty());
+        if let Some(p) = pod {
+            pods_seen.insert(p.to_string());
+        }
+        if opts.pod.as_deref().is_some_and(|want| pod != Some(want)) {
+            continue;
+        }
+        let container = s.label("container").or(s.label("exported_container"));
+        if opts.container.as_deref().is_some_and(|want| container != Some(want)) {
+            continue;
+        }
+        let g = s.label("gpu").ok_or_else(|| invalid(path, line, Some("gpu"), format!("{} has no `gpu` label", s.name)))?;
+        let gpu: u32 = g.parse().map_err(|_| invalid(path, line, Some("gpu"), format!("`{g}` is not a GPU index")))?;
+        let t_ms = s.timestamp_ms.or(scrape_ms).ok_or_else(|| {
+            invalid(path, line, None, "sample has no timestamp and no `# scrape at <unix seconds>` line comes before it")
+        })?;
+        if let Some(&(prev, prev_line)) = last_t.get(&gpu) {
+            if t_ms < prev {
+                return Err(invalid(
+                    path,
+                    line,
+                    Some("timestamp"),
+                    format!("time goes backwards for GPU {gpu} ({} ms before line {prev_line}); scrapes must be in time order", prev - t_ms),
+                ));
+            }
+        }
+        last_t.insert(gpu, (t_ms, line));
+        let gi = *open.entry((gpu, t_ms)).or_insert_with(|| {
+            groups.push(Group { gpu, t_ms, line, ..Default::default() });
+            groups.len() - 1
+        });
+        let grp = &mut groups[gi];
+        let dev = devices.entry(gpu).or_default();
+        if let Some(m) = s.label("modelName") {
+            dev.name = Some(m.to_string());
+        }
+        if let Some(h) = s.label("Hostname") {
+            dev.node = Some(h.to_string());
+        }
+        let v = if s.value.is_nan() { None } else { Some(s.value) };
+        if let Some(v) = v {
+            let max = match s.name.as_str() {
+                UTIL => Some(100.0),
+                SM_ACTIVE => Some(1.0),
+                _ => None,
+            };
+            if !v.is_finite() || v < 0.0 || max.is_some_and(|m| v > m + 1e-9) {
+                let range = if s.name == SM_ACTIVE { "0..1 (a ratio)" } else if s.name == UTIL { "0..100" } else { ">= 0" };
+                return Err(invalid(path, line, Some(&s.name), format!("{v} is outside {range}")));
+            }
+        }
+        let slot = match s.name.as_str() {
+            PCIE_TX => &mut grp.tx,
+            PCIE_RX => &mut grp.rx,
+            _ => &mut grp.values[k],
+        };
+        if slot.is_some() {
+            return Err(invalid(
+                path,
+                line,
+                Some(&s.name),
+                format!("{} appears twice for GPU {gpu} in one scrape (several pods or containers?); filter with --pod or --container", s.name),
+            ));
+        }
+        *slot = v.map(|v| if s.name == SM_ACTIVE { v * 100.0 } else { v });
+    }
+    if groups.is_empty() {
+        let why = match &opts.pod {
+            Some(p) => format!("no DCGM_FI_* samples for pod `{p}`; pods seen: {}", pods_seen.into_iter().collect::<Vec<_>>().join(", ")),
+            None => "no DCGM_FI_DEV_GPU_UTIL / DCGM_FI_DEV_FB_USED samples found".to_string(),
+        };
+        return Err(ModelError::invalid(loc(path, None, None), why));
+    }
+    pcie_rates(&mut groups, &types, &mut parsed.notes);
+    parsed.observations = groups
+        .iter()
+        .map(|g| Observation { t_s: g.t_ms as f64 / 1000.0, line: g.line, gpu: g.gpu, values: g.values })
+        .collect();
+    parsed.devices = devices;
+    Ok(parsed)
+}
+
+/// Fills the PCIe slot of each reading with TX+RX in MB/s (rates or counter differences).
+/// With neither metric in the log the slot stays empty (the shared step records 0 and notes it).
+fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut Vec<String>) {
+    let get = |g: &Group, d: usize| if d == 0 { g.tx } else { g.rx };
+    let present = [0, 1].map(|d| groups.iter().any(|g| get(g, d).is_some()));
+    if !present[0] && !present[1] {
+        return;
+    }
+    let mut resets = 0;
+    let mut rates: Vec<[Option<f64>; 2]> = vec![[None, None]; groups.len()];
+    for (d, name) in [PCIE_TX, PCIE_RX].into_iter().enumerate() {
+        if !present[d] {
+            notes.push(format!("{name}: not in the log; taken as 0"));
+            rates.iter_mut().for_each(|r| r[d] = Some(0.0));
+            continue;
+        }
+        if types.get(name).is_none_or(|t| t != "counter") {
+            for (r, g) in rates.iter_mut().zip(groups.iter()) {
+                r[d] = get(g, d);
+            }
+            continue;
+        }
+        notes.push(format!("{name}: declared a counter; rates taken between consecutive scrapes"));
+        let mut prev: HashMap<u32, (i64, f64)> = HashMap::new();
+        for (r, g) in rates.iter_mut().zip(groups.iter()) {
+            let Some(v) = get(g, d) else { continue };
+            if let Some(&(pt, pv)) = prev.get(&g.gpu) {
+                let dt = (g.t_ms - pt) as f64 / 1000.0;
+                let delta = if v < pv {
+                    resets += 1;
+                    v
+                } else {
+                    v - pv
+                };
+                if dt > 0.0 {
+                    r[d] = Some(delta / dt);
+                }
+            }
+            prev.insert(g.gpu, (g.t_ms, v));
+        }
+    }
+    if resets > 0 {
+        notes.push(format!("PCIe byte counters reset {resets} time(s); bytes after a reset counted from 0"));
+    }
+    let pcie = index_of(Resource::Pcie);
+    for (g, r) in groups.iter_mut().zip(rates) {
+        g.values[pcie] = r[0].zip(r[1]).map(|(tx, rx)| (tx + rx) / 1e6);
+    }
+}

@@ -1,0 +1,283 @@
+//! Importers for the logs operators already keep, and the shared steps after parsing:
+//! choose one GPU, check that time moves forward, fill gaps, resample, build the profile.
+//!
+//! Choices shared by all formats (see docs/PROFILER.md):
+//! - a log with several GPUs needs `--gpu`; the error lists the GPUs seen;
+//! - a reading whose time is not after the previous reading of the same GPU is an error
+//!   naming its line (logs are appended in time order; a jump back means two logs were
+//!   concatenated or the clock was reset, and guessing would silently corrupt the profile);
+//! - a line with the wrong number of fields (a truncated write) is an error naming the line;
+//! - missing values (`[N/A]`, `-`, `NaN`) hold the previous reading; a resource the log never
+//!   has is derived (SM from GPU util) or 0 (PCIe), and the [`Imported::notes`] say so.
+
+pub mod dcgm;
+pub mod dmon;
+pub mod nvidia_smi;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use dqngpu_model::error::read_file;
+use dqngpu_model::{AppInfo, AppProfile, Location, ModelError, RecordedOn, Resource};
+
+use crate::resample::{index_of, median_gap, resample, Observation, MAX_SAMPLES};
+
+/// The log formats `profile import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// `nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv [-l N | -lms N]`.
+    NvidiaSmi,
+    /// `nvidia-smi dmon -s umt [-o DT]`.
+    Dmon,
+    /// DCGM exporter scrapes in Prometheus text format.
+    Dcgm,
+}
+
+impl ImportFormat {
+    /// The names accepted on the command line.
+    pub const NAMES: [&'static str; 3] = ["nvidia-smi", "dmon", "dcgm"];
+}
+
+impl std::str::FromStr for ImportFormat {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        match s.to_ascii_lowercase().as_str() {
+            "nvidia-smi" | "smi" => Ok(ImportFormat::NvidiaSmi),
+            "dmon" => Ok(ImportFormat::Dmon),
+            "dcgm" => Ok(ImportFormat::Dcgm),
+            _ => Err(ModelError::UnknownName {
+                what: "import format",
+                name: s.to_string(),
+                valid: Self::NAMES.iter().map(|n| n.to_string()).collect(),
+            }),
+        }
+    }
+}
+
+/// What to import and how.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Prior info of the app (name, kind, input size, parameters).
+    pub app: AppInfo,
+    /// Keep only this GPU (required when the log has several).
+    pub gpu: Option<u32>,
+    /// DCGM: keep only series whose `pod` or `exported_pod` label is this.
+    pub pod: Option<String>,
+    /// DCGM: keep only series whose `container` or `exported_container` label is this.
+    pub container: Option<String>,
+    /// Output interval, s (default: the median gap between readings). For dmon logs without
+    /// a time column it is also the time between readings (default 1 s, dmon's `-d` default).
+    pub interval_s: Option<f64>,
+    /// nvidia-smi: the `--query-gpu` field list of a log written with `noheader`.
+    pub columns: Option<Vec<String>>,
+}
+
+/// What a parser found in a log before selection and resampling.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Readings of every GPU in the log, in file order.
+    pub observations: Vec<Observation>,
+    /// Facts about the GPUs the log names (name, memory, node), by index.
+    pub devices: BTreeMap<u32, DeviceHint>,
+    /// Remarks for the user (ignored columns, assumed intervals).
+    pub notes: Vec<String>,
+    /// The interval the log was taken at, when the log says it only implicitly.
+    pub interval_hint: Option<f64>,
+}
+
+/// What a log says about a GPU.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceHint {
+    /// Card name (`NVIDIA A100-SXM4-40GB`).
+    pub name: Option<String>,
+    /// Total memory, MiB.
+    pub memory_total_mib: Option<f64>,
+    /// Node (host) name.
+    pub node: Option<String>,
+}
+
+/// An imported profile with what happened on the way.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The profile, resampled to a fixed interval.
+    pub profile: AppProfile,
+    /// The GPU it was taken from.
+    pub gpu: u32,
+    /// Readings used (before resampling).
+    pub readings: usize,
+    /// Remarks: derived or zeroed resources, filled gaps, ignored columns.
+    pub notes: Vec<String>,
+}
+
+pub(crate) fn loc(path: Option<&Path>, line: Option<u64>, field: Option<&str>) -> Location {
+    Location { path: path.map(Path::to_path_buf), line, field: field.map(str::to_string) }
+}
+
+pub(crate) fn invalid(path: Option<&Path>, line: u64, field: Option<&str>, msg: impl Into<String>) -> ModelError {
+    ModelError::invalid(loc(path, Some(line), field), msg)
+}
+
+/// Parses a number that must be a finite value in `0..=max`; `None` is returned for the
+/// missing-value markers of the tools (`[N/A]`, `[Not Supported]`, any `[...]`, `N/A`, `-`,
+/// `NaN`, empty).
+pub(crate) fn parse_value(raw: &str, max: Option<f64>) -> Result<Option<f64>, String> {
+    let s = raw.trim();
+    if s.is_empty() || s == "-" || s.eq_ignore_ascii_case("n/a") || (s.starts_with('[') && s.ends_with(']')) {
+        return Ok(None);
+    }
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_nan() {
+        return Ok(None);
+    }
+    if !v.is_finite() {
+        return Err(format!("`{s}` is not a finite number"));
+    }
+    if v < 0.0 {
+        return Err(format!("{v} is negative"));
+    }
+    if let Some(m) = max {
+        if v > m + 1e-9 {
+            return Err(format!("{v} is above {m}"));
+        }
+    }
+    Ok(Some(v))
+}
+
+/// Imports a log file.
+pub fn import_file(path: &Path, format: ImportFormat, opts: &ImportOptions) -> Result<Imported, ModelError> {
+    let text = read_file(path)?;
+    import_str(&text, Some(path), format, opts)
+}
+
+/// Imports a log from text; `path` only names the source in errors.
+pub fn import_str(
+    text: &str,
+    path: Option<&Path>,
+    format: ImportFormat,
+    opts: &ImportOptions,
+) -> Result<Imported, ModelError> {
+    if let Some(dt) = opts.interval_s {
+        if !(dt.is_finite() && dt > 0.0) {
+            return Err(ModelError::invalid(loc(None, None, Some("--interval-s")), format!("must be a positive number of seconds, got {dt}")));
+        }
+    }
+    let parsed = match format {
+        ImportFormat::NvidiaSmi => nvidia_smi::parse(text, path, opts)?,
+        ImportFormat::Dmon => dmon::parse(text, path, opts)?,
+        ImportFormat::Dcgm => dcgm::parse(text, path, opts)?,
+    };
+    finish(parsed, path, opts)
+}
+
+fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<Imported, ModelError> {
+    let Parsed { observations, devices, mut notes, interval_hint } = parsed;
+    let gpus: BTreeSet<u32> = observations.iter().map(|o| o.gpu).collect();
+    let gpu = match (opts.gpu, gpus.len()) {
+        (_, 0) => return Err(ModelError::invalid(loc(path, None, None), "the log has no readings")),
+        (Some(g), _) if !gpus.contains(&g) => {
+            return Err(ModelError::UnknownName {
+                what: "GPU index (in this log)",
+                name: g.to_string(),
+                valid: gpus.iter().map(u32::to_string).collect(),
+            })
+        }
+        (Some(g), _) => g,
+        (None, 1) => *gpus.iter().next().unwrap_or(&0),
+        (None, _) => {
+            let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+            return Err(ModelError::invalid(
+                loc(path, None, Some("gpu")),
+                format!("the log has readings from several GPUs ({}); choose one with --gpu INDEX", list.join(", ")),
+            ));
+        }
+    };
+    let obs: Vec<Observation> = observations.into_iter().filter(|o| o.gpu == gpu).collect();
+    for w in obs.windows(2) {
+        if w[1].t_s <= w[0].t_s {
+            let what = if w[1].t_s == w[0].t_s { "repeats" } else { "goes backwards" };
+            return Err(invalid(
+                path,
+                w[1].line,
+                Some("timestamp"),
+                format!(
+                    "time {what} for GPU {gpu} ({:.3} s after the reading on line {}); logs must be in time order",
+                    w[1].t_s - w[0].t_s,
+                    w[0].line
+                ),
+            ));
+        }
+    }
+    let values = fill_missing(&obs, path, gpu, &mut notes)?;
+    let times: Vec<f64> = obs.iter().map(|o| o.t_s).collect();
+    let dt = opts.interval_s.or_else(|| median_gap(&times)).or(interval_hint).unwrap_or(1.0);
+    let samples = resample(&times, &values, dt).ok_or_else(|| {
+        ModelError::invalid(
+            loc(path, None, Some("--interval-s")),
+            format!("resampling every {dt} s would make more than {MAX_SAMPLES} samples; use a longer --interval-s"),
+        )
+    })?;
+    let mut profile = AppProfile::new(opts.app.clone(), dt, samples)?;
+    profile.recorded_on = devices.get(&gpu).and_then(recorded_on);
+    Ok(Imported { profile, gpu, readings: obs.len(), notes })
+}
+
+/// Hold-previous gap filling; derived values for resources the log never has.
+fn fill_missing(obs: &[Observation], path: Option<&Path>, gpu: u32, notes: &mut Vec<String>) -> Result<Vec<[f64; 4]>, ModelError> {
+    let mut out = vec![[0.0; 4]; obs.len()];
+    let util = index_of(Resource::GpuUtil);
+    for r in Resource::ALL {
+        let k = index_of(r);
+        let first = obs.iter().find_map(|o| o.values[k]);
+        let Some(first) = first else {
+            match r {
+                Resource::GpuUtil | Resource::GpuMem => {
+                    return Err(ModelError::invalid(
+                        loc(path, None, Some(r.column())),
+                        format!("the log has no {} values for GPU {gpu}", r.column()),
+                    ))
+                }
+                Resource::Sm => {
+                    notes.push("sm_pct: the log has no SM activity; GPU utilisation used instead (an upper bound: the share of time any kernel ran)".into());
+                    for (row, _) in out.iter_mut().zip(obs) {
+                        row[k] = f64::NAN; // filled from util below
+                    }
+                }
+                Resource::Pcie => notes.push("pcie_mbps: the log has no PCIe throughput; recorded as 0".into()),
+            }
+            continue;
+        };
+        let mut held = first;
+        let mut filled = 0;
+        for (row, o) in out.iter_mut().zip(obs) {
+            match o.values[k] {
+                Some(v) => held = v,
+                None => filled += 1,
+            }
+            row[k] = held;
+        }
+        if filled > 0 {
+            notes.push(format!("{}: {filled} missing value(s) held from the previous reading", r.column()));
+        }
+    }
+    let sm = index_of(Resource::Sm);
+    for row in &mut out {
+        if row[sm].is_nan() {
+            row[sm] = row[util];
+        }
+    }
+    Ok(out)
+}
+
+fn recorded_on(hint: &DeviceHint) -> Option<RecordedOn> {
+    let name = hint.name.clone()?;
+    let spec = dqngpu_model::gpu::catalogue().into_iter().find(|g| g.name.eq_ignore_ascii_case(&name));
+    let memory_mib = hint.memory_total_mib.or(spec.as_ref().map(|s| s.memory_mib))?;
+    Some(RecordedOn {
+        node: hint.node.clone().unwrap_or_default(),
+        gpu_name: spec.as_ref().map(|s| s.name.clone()).unwrap_or(name),
+        architecture: spec.as_ref().map(|s| s.architecture.clone()).unwrap_or_default(),
+        memory_mib,
+        cores: spec.as_ref().map(|s| s.cores).unwrap_or(0),
+        pcie_gbps: spec.as_ref().map(|s| s.pcie_gbps).unwrap_or(0.0),
+    })
+}

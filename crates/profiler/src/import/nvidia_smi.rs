@@ -1,0 +1,184 @@
+//! `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] [-l N | -lms N]` logs.
+//!
+//! Header fields look like `utilization.gpu [%]`; values like `45 %` (or `45` with
+//! `nounits`), `[N/A]` or `[Not Supported]` when missing. Used fields: `timestamp`
+//! (`YYYY/MM/DD HH:MM:SS.mmm`), `index` (absent: one GPU, index 0), `utilization.gpu` (%),
+//! `memory.used` (MiB); `name`, `memory.total` fill the recorded-on info. Other fields are
+//! ignored (nvidia-smi has over a hundred) and named in a note. nvidia-smi has no SM-activity
+//! or PCIe-throughput query field, so SM comes from GPU utilisation and PCIe is 0 (noted).
+//! A header line repeated later (logs appended by several `-l` runs) is skipped; a different
+//! header is an error.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use dqngpu_model::{ModelError, Resource};
+
+use super::{invalid, parse_value, DeviceHint, ImportOptions, Parsed};
+use crate::resample::{index_of, Observation};
+use crate::time::parse_datetime;
+
+/// Field name without its `[unit]` suffix, lower-cased.
+fn field_name(h: &str) -> String {
+    let h = h.trim();
+    let base = match h.find('[') {
+        Some(i) => &h[..i],
+        None => h,
+    };
+    base.trim().to_ascii_lowercase()
+}
+
+/// A header field looks like `name.sub [unit]`; data never does (timestamps have digits
+/// first, values are numbers, `[N/A]` or GPU names with capitals and spaces).
+fn looks_like_header(line: &str) -> bool {
+    line.split(',').all(|f| {
+        let f = f.trim();
+        let base = match f.find(" [") {
+            Some(i) if f.ends_with(']') => &f[..i],
+            _ => f,
+        };
+        !base.is_empty()
+            && base.starts_with(|c: char| c.is_ascii_lowercase())
+            && base.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_')
+    })
+}
+
+/// Strips a unit the value carries (`45 %`, `1024 MiB`).
+fn strip_unit(v: &str) -> &str {
+    let v = v.trim();
+    for unit in ["MiB", "%", "W", "MHz", "C"] {
+        if let Some(s) = v.strip_suffix(unit) {
+            if s.ends_with(' ') || unit == "%" {
+                return s.trim();
+            }
+        }
+    }
+    v
+}
+
+struct Columns {
+    names: Vec<String>,
+    timestamp: usize,
+    index: Option<usize>,
+    util: usize,
+    mem: usize,
+    name: Option<usize>,
+    mem_total: Option<usize>,
+}
+
+fn columns(names: Vec<String>, path: Option<&Path>, line: u64) -> Result<(Columns, Vec<String>), ModelError> {
+    let find = |n: &str| names.iter().position(|h| h == n);
+    let need = |n: &str| {
+        find(n).ok_or_else(|| {
+            invalid(path, line, Some(n), format!("missing field `{n}`; the log needs timestamp, utilization.gpu and memory.used (index when it has several GPUs)"))
+        })
+    };
+    let known = ["timestamp", "index", "utilization.gpu", "memory.used", "name", "memory.total"];
+    let ignored: Vec<String> = names.iter().filter(|n| !known.contains(&n.as_str())).cloned().collect();
+    let c = Columns {
+        timestamp: need("timestamp")?,
+        util: need("utilization.gpu")?,
+        mem: need("memory.used")?,
+        index: find("index"),
+        name: find("name"),
+        mem_total: find("memory.total"),
+        names,
+    };
+    Ok((c, ignored))
+}
+
+/// Parses the log.
+pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
+    let mut parsed = Parsed::default();
+    let mut cols: Option<Columns> = None;
+    if let Some(list) = &opts.columns {
+        let names: Vec<String> = list.iter().flat_map(|c| c.split(',')).map(field_name).filter(|n| !n.is_empty()).collect();
+        let (c, ignored) = columns(names, None, 0).map_err(|e| match e {
+            ModelError::Invalid { mut at, message } => {
+                at.line = None;
+                at.field = Some("--columns".into());
+                ModelError::Invalid { at, message }
+            }
+            other => other,
+        })?;
+        note_ignored(&mut parsed, &ignored);
+        cols = Some(c);
+    }
+    let mut devices: BTreeMap<u32, DeviceHint> = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i as u64 + 1;
+        let l = raw.trim();
+        if l.is_empty() {
+            continue;
+        }
+        if looks_like_header(l) {
+            let names: Vec<String> = l.split(',').map(field_name).collect();
+            match &cols {
+                Some(c) if c.names == names => continue,
+                Some(_) => {
+                    return Err(invalid(path, line, None, "the header changes here; split the log where the query fields change"))
+                }
+                None => {
+                    let (c, ignored) = columns(names, path, line)?;
+                    note_ignored(&mut parsed, &ignored);
+                    cols = Some(c);
+                    continue;
+                }
+            }
+        }
+        let Some(c) = &cols else {
+            return Err(invalid(
+                path,
+                line,
+                None,
+                "expected the header line (`timestamp, index, utilization.gpu [%], memory.used [MiB]`); for a log written with `--format=csv,noheader` pass the --query-gpu field list with --columns",
+            ));
+        };
+        let fields: Vec<&str> = l.split(',').collect();
+        if fields.len() != c.names.len() {
+            return Err(invalid(
+                path,
+                line,
+                None,
+                format!("truncated or malformed line: {} fields, the header has {}", fields.len(), c.names.len()),
+            ));
+        }
+        let ts = fields[c.timestamp].trim();
+        let t_s = parse_datetime(ts)
+            .ok_or_else(|| invalid(path, line, Some("timestamp"), format!("`{ts}` is not a time like `2026/11/25 21:50:01.123`")))?;
+        let gpu = match c.index {
+            Some(k) => {
+                let v = fields[k].trim();
+                v.parse::<u32>().map_err(|_| invalid(path, line, Some("index"), format!("`{v}` is not a GPU index")))?
+            }
+            None => 0,
+        };
+        let value = |k: usize, field: &str, max: Option<f64>| {
+            parse_value(strip_unit(fields[k]), max).map_err(|m| invalid(path, line, Some(field), m))
+        };
+        let mut values = [None; 4];
+        values[index_of(Resource::GpuUtil)] = value(c.util, "utilization.gpu", Some(100.0))?;
+        values[index_of(Resource::GpuMem)] = value(c.mem, "memory.used", None)?;
+        let dev = devices.entry(gpu).or_default();
+        if let Some(k) = c.name {
+            let n = fields[k].trim();
+            if !n.is_empty() && !n.starts_with('[') {
+                dev.name = Some(n.to_string());
+            }
+        }
+        if let Some(k) = c.mem_total {
+            if let Some(v) = value(k, "memory.total", None)? {
+                dev.memory_total_mib = Some(v);
+            }
+        }
+        parsed.observations.push(Observation { t_s, line, gpu, values });
+    }
+    parsed.devices = devices;
+    Ok(parsed)
+}
+
+fn note_ignored(parsed: &mut Parsed, ignored: &[String]) {
+    if !ignored.is_empty() {
+        parsed.notes.push(format!("ignored nvidia-smi fields: {}", ignored.join(", ")));
+    }
+}

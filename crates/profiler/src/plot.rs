@@ -1,0 +1,113 @@
+//! The four curves of a profile: terminal sparklines and a PNG chart.
+//!
+//! The PNG uses DejaVu Sans embedded in the binary (the `dejavu` crate, registered with
+//! plotters' `ab_glyph` backend), so text renders on machines with no system fonts.
+
+use std::path::Path;
+use std::sync::Once;
+
+use dqngpu_model::{AppProfile, Resource};
+use plotters::prelude::*;
+
+use crate::ProfilerError;
+
+/// Font family name the embedded font is registered under.
+const FONT: &str = "sans-serif";
+
+/// Axis label, with unit, of each resource.
+pub fn axis_label(r: Resource) -> &'static str {
+    match r {
+        Resource::GpuUtil => "GPU util (%)",
+        Resource::GpuMem => "GPU memory (MiB)",
+        Resource::Sm => "SM activity (%)",
+        Resource::Pcie => "PCIe TX+RX (MB/s)",
+    }
+}
+
+/// A sparkline of `values` at most `width` characters wide (each character the mean of its
+/// share of the values), scaled from 0 to `max` (the values' own maximum when `None`).
+pub fn sparkline(values: &[f64], width: usize, max: Option<f64>) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    if values.is_empty() || width == 0 {
+        return String::new();
+    }
+    let cols = width.min(values.len());
+    let means: Vec<f64> = (0..cols)
+        .map(|c| {
+            let a = c * values.len() / cols;
+            let b = ((c + 1) * values.len() / cols).max(a + 1);
+            values[a..b].iter().sum::<f64>() / (b - a) as f64
+        })
+        .collect();
+    let top = max.unwrap_or_else(|| means.iter().copied().fold(0.0, f64::max));
+    means
+        .iter()
+        .map(|&v| {
+            let f = if top > 0.0 && v.is_finite() { (v / top).clamp(0.0, 1.0) } else { 0.0 };
+            BARS[((f * 7.0).round() as usize).min(7)]
+        })
+        .collect()
+}
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bytes are a valid TrueType font; a failure would leave plotters to report it.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+    });
+}
+
+/// Draws the four curves over progress time, one panel each, into a PNG of `width`x`height`.
+pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<(), ProfilerError> {
+    register_font();
+    let err = |e: String| ProfilerError::Plot { path: path.to_path_buf(), message: e };
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let title = format!("{}: {} samples every {} s ({:.0} s)", p.app.name, p.samples.len(), p.interval_s, p.solo_s());
+    let root = root.titled(&title, (FONT, 22)).map_err(|e| err(e.to_string()))?;
+    let panels = root.split_evenly((Resource::ALL.len(), 1));
+    let colours = [BLUE, RED, GREEN, MAGENTA];
+    let t_end = p.solo_s();
+    for ((panel, r), colour) in panels.iter().zip(Resource::ALL).zip(colours) {
+        let ys: Vec<f64> = p.samples.iter().map(|s| s.get(r)).collect();
+        let y_max = match r {
+            Resource::GpuUtil | Resource::Sm => 100.0,
+            _ => ys.iter().copied().fold(0.0, f64::max).max(1.0) * 1.1,
+        };
+        let mut chart = ChartBuilder::on(panel)
+            .margin(8)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t_end, 0.0..y_max)
+            .map_err(|e| err(e.to_string()))?;
+        chart
+            .configure_mesh()
+            .x_desc("progress time (s)")
+            .y_desc(axis_label(r))
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        // Step line: sample i holds over [i*dt, (i+1)*dt).
+        let pts = ys.iter().enumerate().flat_map(|(i, &y)| {
+            let a = i as f64 * p.interval_s;
+            [(a, y), (a + p.interval_s, y)]
+        });
+        chart.draw_series(LineSeries::new(pts, colour.stroke_width(2))).map_err(|e| err(e.to_string()))?;
+    }
+    root.present().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparkline_scales_and_averages() {
+        assert_eq!(sparkline(&[0.0, 50.0, 100.0], 10, Some(100.0)), "▁▅█");
+        assert_eq!(sparkline(&[0.0, 0.0, 100.0, 100.0], 2, None), "▁█");
+        assert_eq!(sparkline(&[], 5, None), "");
+        assert_eq!(sparkline(&[0.0; 3], 5, None), "▁▁▁");
+    }
+}

@@ -1,0 +1,381 @@
+//! `profile run`: start a command as a child process, sample its GPU every interval until it
+//! exits, and turn the readings into a profile.
+//!
+//! The NVML calls sit behind [`GpuSampler`] so that the logic here (attribution to the
+//! command's process tree, PCIe TX+RX in MB/s, per-process SM where the driver gives it,
+//! interval handling, wall time) is tested with recorded readings through
+//! [`replay::ReplaySampler`], a test double written because no GPU was available where this
+//! crate was developed. [`nvml::NvmlSampler`] is the real implementation.
+
+pub mod nvml;
+pub mod proc_tree;
+pub mod replay;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use dqngpu_model::{AppInfo, AppProfile, RecordedOn, Resources};
+
+use crate::ProfilerError;
+
+/// The GPU being sampled (cluster info of thesis Table 2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceInfo {
+    /// NVML index.
+    pub index: u32,
+    /// Card name.
+    pub name: String,
+    /// Architecture (`Hopper`).
+    pub architecture: String,
+    /// Total memory, MiB.
+    pub memory_mib: f64,
+    /// CUDA cores (0 when the driver does not say).
+    pub cores: u32,
+    /// Host link bandwidth, GB/s, one direction (0 when unknown).
+    pub pcie_gbps: f64,
+}
+
+/// GPU memory one process holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessMemory {
+    /// Process id, as the driver sees it.
+    pub pid: u32,
+    /// Used memory, MiB (`None` where the driver does not say, e.g. under WDDM).
+    pub used_mib: Option<f64>,
+}
+
+/// One per-process SM utilisation sample of the driver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessSm {
+    /// Process id.
+    pub pid: u32,
+    /// SM utilisation, percent of the GPU.
+    pub sm_pct: f64,
+}
+
+/// What one look at the GPU returns. Whole-GPU values are always there; the per-process
+/// lists are `None` when the driver cannot give them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GpuReading {
+    /// Whole-GPU utilisation, percent (NVML `utilization.gpu`).
+    pub gpu_util_pct: f64,
+    /// Whole-GPU memory used, MiB.
+    pub mem_used_mib: f64,
+    /// Compute and graphics processes on the GPU with their memory.
+    pub processes: Option<Vec<ProcessMemory>>,
+    /// Per-process SM samples since the previous reading (only processes that ran).
+    pub process_sm: Option<Vec<ProcessSm>>,
+    /// PCIe transmit throughput, KB/s (NVML's unit).
+    pub pcie_tx_kb_s: Option<f64>,
+    /// PCIe receive throughput, KB/s.
+    pub pcie_rx_kb_s: Option<f64>,
+}
+
+/// Reads a GPU. [`nvml::NvmlSampler`] reads a real one; [`replay::ReplaySampler`] is a test double.
+pub trait GpuSampler {
+    /// The GPU being read.
+    fn device(&self) -> &DeviceInfo;
+    /// Reads it now.
+    fn read(&mut self) -> Result<GpuReading, ProfilerError>;
+}
+
+/// Whether a resource's numbers are the command's own or the whole GPU's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Summed over the command's process tree.
+    ProcessTree,
+    /// The whole GPU (the driver cannot attribute it, or the command's processes were not
+    /// visible to it, e.g. in another PID namespace).
+    WholeGpu,
+}
+
+/// Where each resource's numbers come from. GPU utilisation and PCIe are always whole-GPU:
+/// NVML has no per-process figure for them; `profile run` expects the command alone on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Attribution {
+    /// GPU utilisation.
+    pub gpu_util: Scope,
+    /// GPU memory.
+    pub gpu_mem: Scope,
+    /// SM activity.
+    pub sm: Scope,
+    /// PCIe throughput.
+    pub pcie: Scope,
+}
+
+/// A reading taken at tick `tick` (time `tick * interval`), describing the interval before it,
+/// with the process tree of the command known at that time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickReading {
+    /// Tick number, 1-based.
+    pub tick: u64,
+    /// The reading.
+    pub reading: GpuReading,
+    /// Every pid seen in the command's process tree so far.
+    pub tree: BTreeSet<u32>,
+}
+
+/// The result of sampling a command.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// One sample per interval of the command's wall time.
+    pub samples: Vec<Resources>,
+    /// Sampling interval, s.
+    pub interval_s: f64,
+    /// Where each resource's numbers come from.
+    pub attribution: Attribution,
+    /// How the command ended.
+    pub status: ExitStatus,
+    /// Wall time from start to exit, s.
+    pub wall_s: f64,
+    /// Readings taken.
+    pub readings: usize,
+    /// Ticks missed because a reading took longer than the interval (filled by the next one).
+    pub missed_ticks: u64,
+    /// Remarks for the user.
+    pub notes: Vec<String>,
+}
+
+impl RunOutcome {
+    /// The profile: prior info, these samples and the GPU as cluster info.
+    pub fn profile(&self, app: AppInfo, device: &DeviceInfo, node: &str) -> Result<AppProfile, ProfilerError> {
+        let mut p = AppProfile::new(app, self.interval_s, self.samples.clone())?;
+        p.recorded_on = Some(RecordedOn {
+            node: node.to_string(),
+            gpu_name: device.name.clone(),
+            architecture: device.architecture.clone(),
+            memory_mib: device.memory_mib,
+            cores: device.cores,
+            pcie_gbps: device.pcie_gbps,
+        });
+        Ok(p)
+    }
+}
+
+/// Number of intervals covering `wall_s` (at least one).
+pub fn interval_count(wall_s: f64, interval_s: f64) -> usize {
+    let n = (wall_s / interval_s - 1e-9).ceil();
+    if n.is_finite() && n >= 1.0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+/// Turns readings into `n` samples and says where each resource's numbers come from.
+///
+/// Interval `i` (`[i*dt, (i+1)*dt)`) takes the first reading at tick `> i` (a late reading
+/// covers the ticks it missed); intervals after the last reading hold it. Memory is the sum
+/// over the command's process tree when the driver lists processes in every reading and the
+/// tree was seen among them at least once; otherwise the whole GPU's. SM is the sum of the
+/// tree's per-process SM (mean per pid within the reading, capped at 100) under the same
+/// condition plus per-process SM support in every reading; otherwise the whole GPU's
+/// utilisation. PCIe is TX+RX converted from KB/s to MB/s (10^3 KB = 1 MB).
+pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribution, Vec<String>) {
+    let mut notes = Vec::new();
+    let listed_always = readings.iter().all(|r| r.reading.processes.is_some());
+    let tree_seen = readings.iter().any(|r| {
+        r.reading.processes.as_ref().is_some_and(|ps| ps.iter().any(|p| r.tree.contains(&p.pid)))
+    });
+    let per_process_mem = listed_always && tree_seen;
+    let per_process_sm = per_process_mem && readings.iter().all(|r| r.reading.process_sm.is_some());
+    if !listed_always {
+        notes.push("the driver does not list GPU processes; memory is the whole GPU's".into());
+    } else if !tree_seen {
+        notes.push(
+            "the command's processes never appeared in the driver's process list (another PID namespace, or no CUDA context); memory and SM are the whole GPU's".into(),
+        );
+    }
+    if per_process_mem && !per_process_sm {
+        notes.push("the driver gives no per-process SM utilisation; SM is the whole GPU's utilisation".into());
+    }
+    let pcie_missing = readings.iter().all(|r| r.reading.pcie_tx_kb_s.is_none() && r.reading.pcie_rx_kb_s.is_none());
+    if pcie_missing {
+        notes.push("the driver gives no PCIe throughput for this GPU; recorded as 0".into());
+    }
+    let per_reading: Vec<Resources> = readings
+        .iter()
+        .map(|r| {
+            let g = &r.reading;
+            let mem = if per_process_mem {
+                g.processes
+                    .as_ref()
+                    .map(|ps| ps.iter().filter(|p| r.tree.contains(&p.pid)).filter_map(|p| p.used_mib).sum())
+                    .unwrap_or(0.0)
+            } else {
+                g.mem_used_mib
+            };
+            let sm = if per_process_sm { tree_sm(g.process_sm.as_deref().unwrap_or(&[]), &r.tree) } else { g.gpu_util_pct };
+            let pcie = (g.pcie_tx_kb_s.unwrap_or(0.0) + g.pcie_rx_kb_s.unwrap_or(0.0)) / 1000.0;
+            Resources::new(g.gpu_util_pct.clamp(0.0, 100.0), mem.max(0.0), sm.clamp(0.0, 100.0), pcie.max(0.0))
+        })
+        .collect();
+    let mut samples = Vec::with_capacity(n);
+    let mut j = 0;
+    for i in 0..n as u64 {
+        while j + 1 < readings.len() && readings[j].tick <= i {
+            j += 1;
+        }
+        samples.push(per_reading.get(j).copied().unwrap_or(Resources::ZERO));
+    }
+    let scope = |b: bool| if b { Scope::ProcessTree } else { Scope::WholeGpu };
+    let attribution =
+        Attribution { gpu_util: Scope::WholeGpu, gpu_mem: scope(per_process_mem), sm: scope(per_process_sm), pcie: Scope::WholeGpu };
+    (samples, attribution, notes)
+}
+
+/// Sum over the tree of each pid's mean SM within the reading, capped at 100.
+fn tree_sm(samples: &[ProcessSm], tree: &BTreeSet<u32>) -> f64 {
+    let mut per_pid: BTreeMap<u32, (f64, u32)> = BTreeMap::new();
+    for s in samples.iter().filter(|s| tree.contains(&s.pid)) {
+        let e = per_pid.entry(s.pid).or_insert((0.0, 0));
+        e.0 += s.sm_pct;
+        e.1 += 1;
+    }
+    per_pid.values().map(|(sum, k)| sum / f64::from(*k)).sum::<f64>().min(100.0)
+}
+
+/// Runs `argv` (program and arguments, no shell) as a child process and reads `sampler` every
+/// `interval` until it exits. A failing reading kills the child (by its pid) and is returned.
+pub fn run_command<S: GpuSampler + ?Sized>(
+    sampler: &mut S,
+    argv: &[OsString],
+    interval: Duration,
+) -> Result<RunOutcome, ProfilerError> {
+    let program = argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    if argv.is_empty() || interval.is_zero() {
+        return Err(ProfilerError::Spawn {
+            program,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "need a command and a positive interval"),
+        });
+    }
+    let spawn_err = |source| ProfilerError::Spawn { program: program.clone(), source };
+    let start = Instant::now();
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(spawn_err)?;
+    let root = child.id();
+    let mut tree = BTreeSet::from([root]);
+    let mut readings = Vec::new();
+    let mut missed_ticks = 0;
+    let mut tick: u64 = 1;
+    let status = loop {
+        let deadline = start + interval * u32::try_from(tick).unwrap_or(u32::MAX);
+        let exited = loop {
+            if let Some(st) = child.try_wait().map_err(spawn_err)? {
+                break Some(st);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break None;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
+        };
+        if let Some(st) = exited {
+            break st;
+        }
+        tree.extend(proc_tree::descendants(root));
+        let reading = match sampler.read() {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        readings.push(TickReading { tick, reading, tree: tree.clone() });
+        let due = (start.elapsed().as_secs_f64() / interval.as_secs_f64()).floor() as u64 + 1;
+        if due > tick + 1 {
+            missed_ticks += due - tick - 1;
+        }
+        tick = due.max(tick + 1);
+    };
+    let wall_s = start.elapsed().as_secs_f64();
+    let interval_s = interval.as_secs_f64();
+    if readings.is_empty() {
+        return Err(ProfilerError::TooShort { program, wall_s, interval_s });
+    }
+    let (samples, attribution, mut notes) = assemble(&readings, interval_count(wall_s, interval_s));
+    if missed_ticks > 0 {
+        notes.push(format!("{missed_ticks} tick(s) missed because a reading took longer than the interval"));
+    }
+    Ok(RunOutcome { samples, interval_s, attribution, status, wall_s, readings: readings.len(), missed_ticks, notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(util: f64, mem: f64, procs: Option<Vec<(u32, f64)>>, sm: Option<Vec<(u32, f64)>>) -> GpuReading {
+        GpuReading {
+            gpu_util_pct: util,
+            mem_used_mib: mem,
+            processes: procs.map(|v| v.into_iter().map(|(pid, m)| ProcessMemory { pid, used_mib: Some(m) }).collect()),
+            process_sm: sm.map(|v| v.into_iter().map(|(pid, sm_pct)| ProcessSm { pid, sm_pct }).collect()),
+            pcie_tx_kb_s: Some(1500.0),
+            pcie_rx_kb_s: Some(500.0),
+        }
+    }
+
+    fn tick(tick: u64, reading: GpuReading, tree: &[u32]) -> TickReading {
+        TickReading { tick, reading, tree: tree.iter().copied().collect() }
+    }
+
+    #[test]
+    fn attributes_memory_and_sm_to_the_process_tree() {
+        // pid 7 is another user's job; 10 and 11 are ours (11 a child that appears later).
+        let rs = [
+            tick(1, reading(50.0, 9000.0, Some(vec![(7, 4000.0), (10, 1000.0)]), Some(vec![(7, 30.0), (10, 20.0), (10, 40.0)])), &[10]),
+            tick(2, reading(80.0, 9500.0, Some(vec![(7, 4000.0), (10, 1000.0), (11, 500.0)]), Some(vec![(11, 25.0), (10, 10.0)])), &[10, 11]),
+        ];
+        let (s, a, notes) = assemble(&rs, 2);
+        assert_eq!(a.gpu_mem, Scope::ProcessTree);
+        assert_eq!(a.sm, Scope::ProcessTree);
+        assert_eq!(a.gpu_util, Scope::WholeGpu);
+        assert_eq!(s[0].gpu_mem_mib, 1000.0);
+        assert_eq!(s[0].sm_pct, 30.0); // mean of pid 10's two samples
+        assert_eq!(s[1].gpu_mem_mib, 1500.0);
+        assert_eq!(s[1].sm_pct, 35.0);
+        assert_eq!(s[1].gpu_util_pct, 80.0);
+        assert_eq!(s[0].pcie_mbps, 2.0); // 1500 + 500 KB/s
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    #[test]
+    fn falls_back_to_whole_gpu_and_says_so() {
+        // Processes listed but ours never among them (container PID namespace).
+        let rs = [tick(1, reading(60.0, 3000.0, Some(vec![(99, 2900.0)]), Some(vec![(99, 55.0)])), &[10])];
+        let (s, a, notes) = assemble(&rs, 1);
+        assert_eq!((a.gpu_mem, a.sm), (Scope::WholeGpu, Scope::WholeGpu));
+        assert_eq!(s[0].gpu_mem_mib, 3000.0);
+        assert_eq!(s[0].sm_pct, 60.0);
+        assert!(notes.iter().any(|n| n.contains("never appeared")), "{notes:?}");
+        // Processes visible but no per-process SM support.
+        let rs = [tick(1, reading(60.0, 3000.0, Some(vec![(10, 2900.0)]), None), &[10])];
+        let (s, a, notes) = assemble(&rs, 1);
+        assert_eq!((a.gpu_mem, a.sm), (Scope::ProcessTree, Scope::WholeGpu));
+        assert_eq!(s[0].sm_pct, 60.0);
+        assert!(notes.iter().any(|n| n.contains("per-process SM")), "{notes:?}");
+    }
+
+    #[test]
+    fn late_readings_cover_missed_ticks_and_the_tail_holds() {
+        let rs = [
+            tick(1, reading(10.0, 1.0, None, None), &[1]),
+            tick(4, reading(40.0, 1.0, None, None), &[1]),
+            tick(5, reading(50.0, 1.0, None, None), &[1]),
+        ];
+        let (s, _, notes) = assemble(&rs, 7);
+        let util: Vec<f64> = s.iter().map(|r| r.gpu_util_pct).collect();
+        assert_eq!(util, [10.0, 40.0, 40.0, 40.0, 50.0, 50.0, 50.0]);
+        assert!(notes.iter().any(|n| n.contains("does not list")));
+    }
+
+    #[test]
+    fn interval_count_rounds_up() {
+        assert_eq!(interval_count(1.0, 0.5), 2);
+        assert_eq!(interval_count(1.01, 0.5), 3);
+        assert_eq!(interval_count(0.0, 0.5), 1);
+    }
+}

@@ -1,0 +1,279 @@
+//! The HTTP API under `/v1` (see docs/openapi.yaml). Handlers are adapters: they validate,
+//! call the store, and wake the placement loop; no placement logic lives here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use dqngpu_model::{AppProfile, JobId};
+
+use crate::error::ApiError;
+use crate::exec;
+use crate::jobs::{AttemptRecord, JobRecord, JobState};
+use crate::placement::LoopMsg;
+use crate::profiles::ProfileSource;
+use crate::store::CancelOutcome;
+use crate::validate::{self, SubmitRequest};
+use crate::{unix_now, Core};
+
+/// Largest request body, bytes.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Everything a handler needs: cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The service.
+    pub core: Arc<Core>,
+    /// Bearer token every route but `/healthz` requires, when set.
+    pub token: Option<Arc<str>>,
+    /// Per-request time limit.
+    pub request_timeout: Duration,
+}
+
+/// The router: `/v1/...`, `/healthz`, `/metrics`. Tests drive it without a socket.
+pub fn app(state: AppState) -> Router {
+    let timeout = state.request_timeout;
+    Router::new()
+        .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/{id}", get(get_job).delete(cancel))
+        .route("/v1/jobs/{id}/logs", get(logs))
+        .route("/v1/cluster", get(cluster))
+        .route("/v1/profiles", get(list_profiles).post(post_profile))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Checks the bearer token in constant time on every route but `/healthz`.
+async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(token) = &s.token else { return next.run(req).await };
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        next.run(req).await
+    } else {
+        ApiError::Unauthorized.into_response()
+    }
+}
+
+/// Reply to a submission.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Submitted {
+    /// Job id.
+    pub id: JobId,
+    /// Its state.
+    pub state: JobState,
+}
+
+async fn submit(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<SubmitRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    let key = match headers.get("idempotency-key") {
+        Some(v) => {
+            let k = v.to_str().map_err(|_| ApiError::BadRequest("header `Idempotency-Key`: not ASCII".into()))?;
+            validate::idempotency_key(k)?;
+            Some(k.to_string())
+        }
+        None => None,
+    };
+    let job = validate::submission(req)?;
+    let (rec, created) = s.core.store.insert_job(&job, key.as_deref(), unix_now())?;
+    let status = if created {
+        s.core.metrics.submissions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.core.wake.notify_one();
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(Submitted { id: rec.id, state: rec.state })).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    after: Option<JobId>,
+    limit: Option<usize>,
+}
+
+async fn list_jobs(
+    State(s): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(q) = q?;
+    let state = match q.state.as_deref() {
+        None | Some("") => None,
+        Some(st) => Some(JobState::parse(st).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "query `state`: `{st}` is not a job state; valid: queued, running, succeeded, failed, cancelled"
+            ))
+        })?),
+    };
+    let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
+    let jobs = s.core.store.jobs(state, q.after.unwrap_or(0), limit)?;
+    Ok(Json(json!({ "jobs": jobs })))
+}
+
+/// A job with its attempts.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct JobDetail {
+    /// The job.
+    #[serde(flatten)]
+    pub job: JobRecord,
+    /// Every attempt, oldest first.
+    pub history: Vec<AttemptRecord>,
+}
+
+fn job_id(p: Result<Path<JobId>, PathRejection>) -> Result<JobId, ApiError> {
+    Ok(p?.0)
+}
+
+async fn get_job(
+    State(s): State<AppState>,
+    id: Result<Path<JobId>, PathRejection>,
+) -> Result<Json<JobDetail>, ApiError> {
+    let id = job_id(id)?;
+    let job = s.core.store.job(id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
+    let history = s.core.store.attempts(id)?;
+    Ok(Json(JobDetail { job, history }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsQuery {
+    attempt: Option<u32>,
+}
+
+async fn logs(
+    State(s): State<AppState>,
+    id: Result<Path<JobId>, PathRejection>,
+    q: Result<Query<LogsQuery>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = job_id(id)?;
+    let Query(q) = q?;
+    let job = s.core.store.job(id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
+    let n = q.attempt.unwrap_or(job.attempts);
+    if n == 0 || n > job.attempts {
+        return Err(ApiError::NotFound(format!("job {id} has no attempt {n} (it has {})", job.attempts)));
+    }
+    let dir = s.core.attempt_dir(id, n);
+    const MAX: u64 = 256 * 1024;
+    Ok(Json(json!({
+        "id": id,
+        "attempt": n,
+        "stdout": exec::tail(&dir.join("stdout"), MAX),
+        "stderr": exec::tail(&dir.join("stderr"), MAX),
+    })))
+}
+
+async fn cancel(State(s): State<AppState>, id: Result<Path<JobId>, PathRejection>) -> Result<Response, ApiError> {
+    let id = job_id(id)?;
+    match s.core.store.cancel(id, unix_now())? {
+        None => Err(ApiError::NotFound(format!("no job {id}"))),
+        Some(CancelOutcome::Cancelled) => {
+            Ok((StatusCode::OK, Json(json!({ "id": id, "state": "cancelled" }))).into_response())
+        }
+        Some(CancelOutcome::StopRunning) => {
+            let _ = s.core.tx.send(LoopMsg::Cancel(id));
+            Ok((StatusCode::ACCEPTED, Json(json!({ "id": id, "state": "running", "cancel_requested": true })))
+                .into_response())
+        }
+        Some(CancelOutcome::AlreadyFinal(st)) => {
+            Err(ApiError::Conflict(format!("job {id} already finished: {}", st.as_str())))
+        }
+    }
+}
+
+async fn cluster(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let snap = s.core.snapshot.read().map(|g| g.clone()).map_err(|_| crate::ServiceError::Poisoned)?;
+    Ok(Json(serde_json::to_value(snap).map_err(crate::ServiceError::from)?))
+}
+
+async fn list_profiles(State(s): State<AppState>) -> Json<serde_json::Value> {
+    let list: Vec<_> = s
+        .core
+        .profiles
+        .all()
+        .into_iter()
+        .map(|(p, src)| {
+            let sum = p.summary();
+            json!({ "app": p.app.name, "source": src, "solo_s": sum.solo_s, "mean": sum.mean, "peak": sum.peak,
+                    "interval_s": p.interval_s, "samples": p.samples.len() })
+        })
+        .collect();
+    Json(json!({ "profiles": list }))
+}
+
+async fn post_profile(
+    State(s): State<AppState>,
+    body: Result<Json<AppProfile>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(p) = body?;
+    validate::app_name(&p.app.name)?;
+    p.validate().map_err(|e| ApiError::BadRequest(format!("profile: {e}")))?;
+    s.core.store.put_profile(&p, ProfileSource::Api.as_str(), unix_now())?;
+    let name = p.app.name.clone();
+    s.core.profiles.put(p, ProfileSource::Api);
+    s.core.wake.notify_one();
+    Ok((StatusCode::CREATED, Json(json!({ "app": name }))).into_response())
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn metrics(State(s): State<AppState>) -> Result<Response, ApiError> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let counts = s.core.store.count_by_state()?;
+    let _ = writeln!(out, "# HELP dqngpu_jobs Jobs by state.\n# TYPE dqngpu_jobs gauge");
+    for (st, n) in counts {
+        let _ = writeln!(out, "dqngpu_jobs{{state=\"{}\"}} {n}", st.as_str());
+    }
+    s.core.metrics.render(&mut out);
+    if let Ok(snap) = s.core.snapshot.read() {
+        let _ = writeln!(out, "# HELP dqngpu_gpu_jobs Jobs running per GPU.\n# TYPE dqngpu_gpu_jobs gauge");
+        for g in &snap.gpus {
+            let _ = writeln!(out, "dqngpu_gpu_jobs{{gpu=\"{}\"}} {}", g.index, g.jobs.len());
+        }
+        let _ = writeln!(
+            out,
+            "# HELP dqngpu_gpu_profile_mem_mib GPU memory the running jobs' profiles use now.\n# TYPE dqngpu_gpu_profile_mem_mib gauge"
+        );
+        for g in &snap.gpus {
+            let _ = writeln!(out, "dqngpu_gpu_profile_mem_mib{{gpu=\"{}\"}} {}", g.index, g.profile_demand.gpu_mem_mib);
+        }
+        let _ = writeln!(out, "# HELP dqngpu_gpu_measured_util_pct GPU utilisation NVML measured.\n# TYPE dqngpu_gpu_measured_util_pct gauge");
+        for g in &snap.gpus {
+            if let Some(m) = g.measured {
+                let _ = writeln!(out, "dqngpu_gpu_measured_util_pct{{gpu=\"{}\"}} {}", g.index, m.gpu_util_pct);
+            }
+        }
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response())
+}

@@ -1,0 +1,365 @@
+//! The executor: runs a job's argv as a child process (never through a shell) on one GPU.
+//!
+//! Each attempt has a directory `jobs/<id>/attempt-<n>/` with `stdout`, `stderr`, `owner`
+//! and `exit.json`; the job's working directory `jobs/<id>/work/` is shared by its attempts.
+//!
+//! Crash safety: with a [`Supervisor::Shim`], the service starts a small supervisor process
+//! (the `dqngpu` binary's hidden `serve job-shim`, see [`run_shim`]) in its own process
+//! group. The shim claims the attempt by creating `owner` exclusively, runs the job, and
+//! writes `exit.json` atomically when it ends. It outlives a killed service, so a restarted
+//! service re-adopts it and reads the real exit status. [`Supervisor::Direct`] runs the job
+//! itself as the child (no extra process; used by library tests); after a crash its orphans
+//! are stopped and the job re-queued.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use dqngpu_model::JobId;
+
+use crate::error::ServiceError;
+
+/// How jobs are started.
+#[derive(Debug, Clone)]
+pub enum Supervisor {
+    /// The service is the job's parent.
+    Direct,
+    /// A supervisor process started as `program args.. --dir ATTEMPT_DIR -- ARGV..`.
+    Shim {
+        /// The supervisor program (the `dqngpu` binary).
+        program: PathBuf,
+        /// Arguments before `--dir` (`serve job-shim`).
+        args: Vec<OsString>,
+    },
+}
+
+/// Everything needed to start one attempt.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// Job.
+    pub job: JobId,
+    /// Attempt number.
+    pub attempt: u32,
+    /// `CUDA_VISIBLE_DEVICES` value (the GPU's index on this machine).
+    pub cuda_index: u32,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`, when MPS is on.
+    pub mps_thread_pct: Option<u8>,
+    /// The job's working directory.
+    pub work_dir: PathBuf,
+    /// The attempt's directory.
+    pub attempt_dir: PathBuf,
+}
+
+/// How a process ended, as written to `exit.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// Why it could not be started.
+    pub spawn_error: Option<String>,
+    /// The supervisor vanished without a status (set by the service, never written).
+    #[serde(skip)]
+    pub lost: bool,
+}
+
+impl ExitInfo {
+    /// Exited 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.lost
+    }
+
+    fn from_status(s: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        ExitInfo { exit_code: s.code(), signal: s.signal(), spawn_error: None, lost: false }
+    }
+
+    fn lost() -> Self {
+        ExitInfo { lost: true, ..Default::default() }
+    }
+}
+
+/// The claim file's contents.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Owner {
+    /// `shim`, `direct` or `abandoned`.
+    mode: String,
+    pid: u32,
+    start: u64,
+}
+
+const OWNER: &str = "owner";
+const EXIT: &str = "exit.json";
+
+/// A started attempt.
+#[derive(Debug)]
+pub struct Started {
+    /// Process id of the supervisor (or the job, in direct mode); also its process group.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot.
+    pub pid_start: u64,
+    /// Waits for the end.
+    pub wait: tokio::task::JoinHandle<ExitInfo>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ServiceError + '_ {
+    move |e| ServiceError::io(path, e)
+}
+
+/// The start time of a process (field 22 of `/proc/PID/stat`), or `None` when it is gone.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3, so starttime (22) is index 19; a zombie counts as gone.
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// True when `pid` is alive and is the process that started at `start`.
+pub fn same_process_alive(pid: u32, start: u64) -> bool {
+    process_start_ticks(pid) == Some(start)
+}
+
+/// Sends `SIGTERM` to a process group, then `SIGKILL` after `grace` if its leader still runs.
+pub fn stop_group(pid: u32, start: u64, grace: Duration) {
+    use rustix::process::{kill_process_group, Pid, Signal};
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return };
+    if !same_process_alive(pid, start) {
+        return;
+    }
+    let _ = kill_process_group(p, Signal::TERM);
+    std::thread::spawn(move || {
+        std::thread::sleep(grace);
+        // Kill the group even if the leader is gone: children may still run in it.
+        let _ = kill_process_group(p, Signal::KILL);
+    });
+}
+
+fn write_owner(dir: &Path, owner: &Owner) -> Result<bool, ServiceError> {
+    let path = dir.join(OWNER);
+    match OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(mut f) => {
+            let text = serde_json::to_string(owner)?;
+            f.write_all(text.as_bytes()).map_err(io(&path))?;
+            f.sync_all().map_err(io(&path))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(ServiceError::io(path, e)),
+    }
+}
+
+fn read_owner(dir: &Path) -> Option<Owner> {
+    // The claimant writes right after creating: retry a little for a half-written file.
+    for _ in 0..50 {
+        match std::fs::read_to_string(dir.join(OWNER)) {
+            Ok(t) => match serde_json::from_str(&t) {
+                Ok(o) => return Some(o),
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            },
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Reads `exit.json`, when the supervisor wrote it.
+pub fn read_exit(dir: &Path) -> Option<ExitInfo> {
+    let t = std::fs::read_to_string(dir.join(EXIT)).ok()?;
+    serde_json::from_str(&t).ok()
+}
+
+fn write_exit(dir: &Path, e: &ExitInfo) -> Result<(), ServiceError> {
+    let text = serde_json::to_string(e)?;
+    dqngpu_model::error::write_file_atomic(&dir.join(EXIT), text.as_bytes())?;
+    Ok(())
+}
+
+fn job_command(program: &OsString, args: &[OsString], l: &Launch, stdout: File, stderr: File) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
+    c.args(args)
+        .current_dir(&l.work_dir)
+        .envs(&l.env)
+        .env("CUDA_VISIBLE_DEVICES", l.cuda_index.to_string())
+        .env("DQNGPU_JOB_ID", l.job.to_string())
+        .env("DQNGPU_ATTEMPT", l.attempt.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr);
+    if let Some(p) = l.mps_thread_pct {
+        c.env("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", p.to_string());
+    }
+    c
+}
+
+/// Starts an attempt. The returned `wait` resolves when it ends.
+pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
+    use std::os::unix::process::CommandExt;
+    std::fs::create_dir_all(&l.work_dir).map_err(io(&l.work_dir))?;
+    std::fs::create_dir_all(&l.attempt_dir).map_err(io(&l.attempt_dir))?;
+    let out_path = l.attempt_dir.join("stdout");
+    let err_path = l.attempt_dir.join("stderr");
+    let stdout = File::create(&out_path).map_err(io(&out_path))?;
+    let stderr = File::create(&err_path).map_err(io(&err_path))?;
+    let (program, args): (OsString, Vec<OsString>) = match sup {
+        Supervisor::Direct => {
+            let own = Owner { mode: "direct".into(), pid: std::process::id(), start: 0 };
+            if !write_owner(&l.attempt_dir, &own)? {
+                return Err(ServiceError::Config(format!("attempt dir {} already claimed", l.attempt_dir.display())));
+            }
+            (l.argv[0].clone().into(), l.argv[1..].iter().map(OsString::from).collect())
+        }
+        Supervisor::Shim { program, args } => {
+            let mut a = args.clone();
+            a.push("--dir".into());
+            a.push(l.attempt_dir.clone().into());
+            a.push("--".into());
+            a.extend(l.argv.iter().map(OsString::from));
+            (program.clone().into_os_string(), a)
+        }
+    };
+    let mut cmd = job_command(&program, &args, l, stdout, stderr);
+    // Its own process group: a cancel stops the job and its children, and a signal sent to
+    // the service's group (Ctrl-C) does not reach the jobs.
+    cmd.process_group(0);
+    let mut child = match tokio::process::Command::from(cmd).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let info = ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", l.argv[0])), ..Default::default() };
+            if matches!(sup, Supervisor::Direct) {
+                write_exit(&l.attempt_dir, &info)?;
+            }
+            return Ok(Started { pid: 0, pid_start: 0, wait: tokio::spawn(async move { info }) });
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let pid_start = process_start_ticks(pid).unwrap_or(0);
+    let dir = l.attempt_dir.clone();
+    let direct = matches!(sup, Supervisor::Direct);
+    let wait = tokio::spawn(async move {
+        let status = child.wait().await;
+        if direct {
+            let info = match status {
+                Ok(s) => ExitInfo::from_status(s),
+                Err(_) => ExitInfo::lost(),
+            };
+            let _ = write_exit(&dir, &info);
+            info
+        } else {
+            // The shim writes exit.json before it exits; without it, the shim itself died.
+            read_exit(&dir).unwrap_or_else(ExitInfo::lost)
+        }
+    });
+    Ok(Started { pid, pid_start, wait })
+}
+
+/// What a restarted service finds for an attempt the store says runs.
+#[derive(Debug)]
+pub enum Recovered {
+    /// It ended while the service was down.
+    Ended(ExitInfo),
+    /// Its supervisor still runs: watch it.
+    Adopted {
+        /// Supervisor pid.
+        pid: u32,
+        /// Its start time.
+        start: u64,
+    },
+    /// It never started or its supervisor vanished without a status.
+    Lost,
+}
+
+/// Decides what became of an attempt across a restart (see the module docs).
+pub fn recover(attempt_dir: &Path) -> Result<Recovered, ServiceError> {
+    if let Some(e) = read_exit(attempt_dir) {
+        return Ok(Recovered::Ended(e));
+    }
+    if !attempt_dir.exists() {
+        return Ok(Recovered::Lost);
+    }
+    // Claim the attempt as abandoned; if that succeeds, no shim will ever run it.
+    let abandoned = Owner { mode: "abandoned".into(), pid: std::process::id(), start: 0 };
+    if write_owner(attempt_dir, &abandoned)? {
+        return Ok(Recovered::Lost);
+    }
+    let Some(owner) = read_owner(attempt_dir) else { return Ok(Recovered::Lost) };
+    match owner.mode.as_str() {
+        "shim" if same_process_alive(owner.pid, owner.start) => {
+            Ok(Recovered::Adopted { pid: owner.pid, start: owner.start })
+        }
+        _ => Ok(read_exit(attempt_dir).map(Recovered::Ended).unwrap_or(Recovered::Lost)),
+    }
+}
+
+/// Stops a direct-mode orphan (its status cannot be read once its parent died).
+pub fn stop_orphan(pid: u32, start: u64) {
+    stop_group(pid, start, Duration::from_secs(2));
+}
+
+/// Watches an adopted supervisor until it ends.
+pub fn watch_adopted(attempt_dir: PathBuf, pid: u32, start: u64, poll: Duration) -> tokio::task::JoinHandle<ExitInfo> {
+    tokio::spawn(async move {
+        loop {
+            if let Some(e) = read_exit(&attempt_dir) {
+                return e;
+            }
+            if !same_process_alive(pid, start) {
+                return read_exit(&attempt_dir).unwrap_or_else(ExitInfo::lost);
+            }
+            tokio::time::sleep(poll).await;
+        }
+    })
+}
+
+/// The supervisor's body (`dqngpu serve job-shim --dir DIR -- ARGV..`): claims the attempt,
+/// runs the job with the inherited stdio, environment and working directory, and writes
+/// `exit.json`. Returns the shim's own exit code.
+pub fn run_shim(attempt_dir: &Path, argv: &[OsString]) -> Result<i32, ServiceError> {
+    let me = std::process::id();
+    let owner = Owner { mode: "shim".into(), pid: me, start: process_start_ticks(me).unwrap_or(0) };
+    if !write_owner(attempt_dir, &owner)? {
+        // The service gave this attempt up while it was down: never run it.
+        return Ok(3);
+    }
+    let Some((prog, args)) = argv.split_first() else {
+        write_exit(attempt_dir, &ExitInfo { spawn_error: Some("empty command".into()), ..Default::default() })?;
+        return Ok(2);
+    };
+    let info = match std::process::Command::new(prog).args(args).status() {
+        Ok(s) => ExitInfo::from_status(s),
+        Err(e) => ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", prog.to_string_lossy())), ..Default::default() },
+    };
+    write_exit(attempt_dir, &info)?;
+    Ok(0)
+}
+
+/// The last `max` bytes of a file (lossy UTF-8), or empty when it does not exist.
+pub fn tail(path: &Path, max: u64) -> String {
+    let Ok(mut f) = File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > max {
+        let _ = f.seek(SeekFrom::Start(len - max));
+    }
+    let mut buf = Vec::new();
+    let _ = f.take(max).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// True when the text holds CUDA's out-of-memory message.
+pub fn mentions_oom(stderr: &str) -> bool {
+    stderr.to_ascii_lowercase().contains("out of memory")
+}

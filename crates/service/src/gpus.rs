@@ -1,0 +1,64 @@
+//! The machine's GPUs: discovered through NVML when a driver is present, else declared
+//! (`--gpus titanxp:2`: virtual GPUs whose jobs still run as real processes).
+
+use dqngpu_model::{GpuSlot, GpuSpec, Resources};
+use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
+use nvml_wrapper::Nvml;
+
+/// Reads live usage of the real GPUs.
+pub struct NvmlMonitor {
+    nvml: Nvml,
+}
+
+impl std::fmt::Debug for NvmlMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NvmlMonitor")
+    }
+}
+
+impl NvmlMonitor {
+    /// Usage of GPU `index` now: utilisation, memory used, SM (NVML's utilisation rate stands
+    /// in for SM activity, which NVML does not report directly) and PCIe TX+RX in MB/s.
+    pub fn sample(&self, index: u32) -> Option<Resources> {
+        let d = self.nvml.device_by_index(index).ok()?;
+        let util = d.utilization_rates().ok()?;
+        let mem = d.memory_info().ok()?;
+        let kbps = |c| d.pcie_throughput(c).ok().map(f64::from).unwrap_or(0.0);
+        let pcie_mbps = (kbps(PcieUtilCounter::Send) + kbps(PcieUtilCounter::Receive)) / 1000.0;
+        Some(Resources::new(util.gpu as f64, mem.used as f64 / (1024.0 * 1024.0), util.gpu as f64, pcie_mbps))
+    }
+}
+
+/// The GPUs NVML sees, with a monitor, or `None` when no driver is loaded.
+pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
+    let nvml = Nvml::init().ok()?;
+    let n = nvml.device_count().ok()?;
+    let mut slots = Vec::new();
+    for i in 0..n {
+        let d = nvml.device_by_index(i).ok()?;
+        let name = d.name().unwrap_or_else(|_| format!("GPU {i}"));
+        let memory_mib = d.memory_info().map(|m| m.total as f64 / (1024.0 * 1024.0)).unwrap_or(0.0);
+        // Link rate per lane in GB/s by PCIe generation (nominal, after encoding).
+        let per_lane = match d.max_pcie_link_gen().unwrap_or(3) {
+            1 => 0.25,
+            2 => 0.5,
+            3 => 0.985,
+            4 => 1.969,
+            _ => 3.938,
+        };
+        let pcie_gbps = per_lane * d.max_pcie_link_width().unwrap_or(16) as f64;
+        let spec = GpuSpec {
+            key: name.to_ascii_lowercase().replace(' ', "-"),
+            architecture: d.architecture().map(|a| a.to_string()).unwrap_or_default(),
+            cores: d.num_cores().unwrap_or(0),
+            name,
+            memory_mib,
+            pcie_gbps,
+        };
+        slots.push(GpuSlot { node: "local".into(), index: i, spec });
+    }
+    if slots.is_empty() {
+        return None;
+    }
+    Some((slots, NvmlMonitor { nvml }))
+}

@@ -1,0 +1,536 @@
+//! The placement loop (thesis Algorithm 2): on every submission, completion and tick it
+//! builds a [`ClusterView`] from the store and the monitor, asks the policy, validates the
+//! decision and starts the chosen groups. It is the only writer of "what runs where".
+//!
+//! Two guards apply to every policy's decision, so no policy can break them: a job never
+//! joins a GPU where the peak memories of its profile and of the jobs there would exceed
+//! the card, and never joins an app it died of OOM beside (`avoid_apps`). A job whose app
+//! has no profile runs alone first; its observed run becomes the app's profile.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use dqngpu_model::{
+    validate_decision, AppInfo, AppProfile, ClusterView, GpuState, JobId, Policy, QueuedJob, Resources, RunningJob,
+};
+
+use crate::error::ServiceError;
+use crate::exec::{self, ExitInfo, Launch, Recovered};
+use crate::gpus::NvmlMonitor;
+use crate::jobs::{AttemptState, JobRecord, JobState};
+use crate::profiles::ProfileSource;
+use crate::store::AttemptEnd;
+use crate::{unix_now, Core};
+
+/// Messages to the loop.
+#[derive(Debug)]
+pub enum LoopMsg {
+    /// Stop a running job (its cancel is already recorded in the store).
+    Cancel(JobId),
+    /// An attempt ended.
+    Done {
+        /// Job.
+        job: JobId,
+        /// Attempt number.
+        attempt: u32,
+        /// How it ended.
+        exit: ExitInfo,
+    },
+}
+
+/// One GPU as `GET /v1/cluster` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuView {
+    /// Index on this machine (`CUDA_VISIBLE_DEVICES`).
+    pub index: u32,
+    /// Model name.
+    pub name: String,
+    /// Memory, MiB.
+    pub memory_mib: f64,
+    /// Capacity vector.
+    pub capacity: Resources,
+    /// Jobs running there.
+    pub jobs: Vec<RunningView>,
+    /// Sum of the running jobs' current profile demands.
+    pub profile_demand: Resources,
+    /// Usage measured by NVML, when a driver is present.
+    pub measured: Option<Resources>,
+}
+
+/// A running job in the cluster view.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunningView {
+    /// Job id.
+    pub id: JobId,
+    /// App.
+    pub app: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Runs alone to be profiled.
+    pub exclusive: bool,
+    /// Seconds since it started.
+    pub running_s: f64,
+}
+
+/// What the loop last saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClusterSnapshot {
+    /// The policy deciding.
+    pub policy: String,
+    /// The GPUs.
+    pub gpus: Vec<GpuView>,
+    /// Jobs waiting (in the loop's window).
+    pub queued: usize,
+}
+
+struct Run {
+    attempt: u32,
+    gpu: usize,
+    app: String,
+    profile: Option<Arc<AppProfile>>,
+    exclusive: bool,
+    co_apps: Vec<String>,
+    avoid_apps: Vec<String>,
+    started_unix: f64,
+    pid: u32,
+    pid_start: u64,
+    samples: Vec<Resources>,
+}
+
+/// The loop's state. Build with [`Placer::new`], which also recovers attempts from a crash.
+pub struct Placer {
+    core: Arc<Core>,
+    policy: Arc<dyn Policy>,
+    rx: mpsc::UnboundedReceiver<LoopMsg>,
+    running: BTreeMap<JobId, Run>,
+    monitor: Option<NvmlMonitor>,
+    measured: Vec<Option<Resources>>,
+}
+
+impl Placer {
+    /// Builds the loop and re-adopts or re-queues the attempts the store says run.
+    pub fn new(
+        core: Arc<Core>,
+        policy: Arc<dyn Policy>,
+        rx: mpsc::UnboundedReceiver<LoopMsg>,
+        monitor: Option<NvmlMonitor>,
+    ) -> Result<Self, ServiceError> {
+        let n = core.cfg.gpus.len();
+        let mut p = Placer { core, policy, rx, running: BTreeMap::new(), monitor, measured: vec![None; n] };
+        p.recover()?;
+        Ok(p)
+    }
+
+    fn recover(&mut self) -> Result<(), ServiceError> {
+        for a in self.core.store.running_attempts()? {
+            let Some(job) = self.core.store.job(a.job_id)? else { continue };
+            let dir = self.core.attempt_dir(a.job_id, a.n);
+            let found = exec::recover(&dir)?;
+            tracing::info!(job = a.job_id, attempt = a.n, ?found, "recovering attempt");
+            let gpu = (a.gpu as usize).min(self.core.cfg.gpus.len().saturating_sub(1));
+            let run = Run {
+                attempt: a.n,
+                gpu,
+                app: job.spec.app.clone(),
+                profile: self.core.profiles.get(&job.spec.app),
+                exclusive: a.exclusive,
+                co_apps: a.co_apps.clone(),
+                avoid_apps: job.avoid_apps.clone(),
+                started_unix: a.started_at,
+                pid: a.pid.unwrap_or(0),
+                pid_start: a.pid_start.unwrap_or(0),
+                samples: Vec::new(),
+            };
+            self.running.insert(a.job_id, run);
+            let tx = self.core.tx.clone();
+            let (job_id, n) = (a.job_id, a.n);
+            match found {
+                Recovered::Ended(exit) => {
+                    let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
+                }
+                Recovered::Adopted { pid, start } => {
+                    let w = exec::watch_adopted(dir, pid, start, self.core.cfg.adopt_poll);
+                    forward_exit(tx, job_id, n, w);
+                }
+                Recovered::Lost => {
+                    if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
+                        // A direct-mode orphan: its status is unreadable, stop it and re-run.
+                        exec::stop_orphan(pid, start);
+                    }
+                    let exit = ExitInfo { lost: true, ..Default::default() };
+                    let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs until `shutdown` turns true.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.core.cfg.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let core = self.core.clone();
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = core.wake.notified() => {}
+                m = self.rx.recv() => match m {
+                    Some(m) => self.handle(m),
+                    None => break,
+                },
+                _ = tick.tick() => self.sample(),
+            }
+            while let Ok(m) = self.rx.try_recv() {
+                self.handle(m);
+            }
+            if let Err(e) = self.place() {
+                tracing::error!(error = %e, "placement pass failed");
+            }
+            self.publish();
+        }
+    }
+
+    fn sample(&mut self) {
+        let Some(mon) = &self.monitor else { return };
+        for (i, slot) in self.core.cfg.gpus.iter().enumerate() {
+            self.measured[i] = mon.sample(slot.index);
+        }
+        for r in self.running.values_mut() {
+            if let (true, Some(m)) = (r.exclusive, self.measured[r.gpu]) {
+                r.samples.push(m);
+            }
+        }
+    }
+
+    fn handle(&mut self, m: LoopMsg) {
+        let r = match m {
+            LoopMsg::Cancel(job) => {
+                if let Some(r) = self.running.get(&job) {
+                    exec::stop_group(r.pid, r.pid_start, Duration::from_secs(3));
+                }
+                Ok(())
+            }
+            LoopMsg::Done { job, attempt, exit } => self.finish(job, attempt, exit),
+        };
+        if let Err(e) = r {
+            tracing::error!(error = %e, "handling a loop message failed");
+        }
+    }
+
+    fn finish(&mut self, job: JobId, attempt: u32, exit: ExitInfo) -> Result<(), ServiceError> {
+        match self.running.get(&job) {
+            Some(r) if r.attempt == attempt => {}
+            _ => return Ok(()),
+        }
+        let Some(run) = self.running.remove(&job) else { return Ok(()) };
+        let Some(rec) = self.core.store.job(job)? else { return Ok(()) };
+        let stderr = exec::tail(&self.core.attempt_dir(job, attempt).join("stderr"), 64 * 1024);
+        let end = classify(&rec, &run, &exit, &stderr, self.core.cfg.max_retries);
+        let now = unix_now();
+        if end.state == AttemptState::Oom {
+            self.core.metrics.oom_kills.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let applied = self.core.store.finish_attempt(job, attempt, &end, now)?;
+        if applied && run.exclusive && end.state == AttemptState::Succeeded && run.profile.is_none() {
+            self.record_observed(&rec, &run, now)?;
+        }
+        Ok(())
+    }
+
+    /// The app's profile from its exclusive run: its wall time, and NVML's samples when a
+    /// driver is present; without one nothing was measured and usage is recorded as zero.
+    fn record_observed(&mut self, rec: &JobRecord, run: &Run, now: f64) -> Result<(), ServiceError> {
+        if self.core.profiles.get(&rec.spec.app).is_some() {
+            return Ok(());
+        }
+        let wall = (now - run.started_unix).max(0.001);
+        let samples = if run.samples.is_empty() { vec![Resources::ZERO] } else { run.samples.clone() };
+        let info = AppInfo {
+            name: rec.spec.app.clone(),
+            input_size_mb: rec.spec.input_size_mb,
+            params: rec.spec.params.clone(),
+            ..Default::default()
+        };
+        let interval = wall / samples.len() as f64;
+        let p = AppProfile::new(info, interval, samples)?;
+        self.core.store.put_profile(&p, ProfileSource::Observed.as_str(), now)?;
+        self.core.profiles.put(p, ProfileSource::Observed);
+        Ok(())
+    }
+
+    fn gpu_busy(&self, gpu: usize) -> bool {
+        self.running.values().any(|r| r.gpu == gpu)
+    }
+
+    fn exclusive_gpu(&self, gpu: usize) -> bool {
+        self.running.values().any(|r| r.gpu == gpu && (r.exclusive || r.profile.is_none()))
+    }
+
+    fn place(&mut self) -> Result<(), ServiceError> {
+        let queued = self.core.store.jobs(Some(JobState::Queued), 0, self.core.cfg.queue_window)?;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let now = unix_now();
+        // Apps without a profile: one exclusive run per app, on an idle GPU.
+        let mut profiling: BTreeSet<String> =
+            self.running.values().filter(|r| r.profile.is_none()).map(|r| r.app.clone()).collect();
+        let mut with_profile = Vec::new();
+        for j in &queued {
+            match self.core.profiles.get(&j.spec.app) {
+                Some(p) => with_profile.push((j, p)),
+                None => {
+                    if profiling.contains(&j.spec.app) {
+                        continue;
+                    }
+                    if let Some(g) = (0..self.core.cfg.gpus.len()).find(|&g| !self.gpu_busy(g)) {
+                        profiling.insert(j.spec.app.clone());
+                        self.start(j, None, g, true, &[j.id], now)?;
+                    }
+                }
+            }
+        }
+        // The policy sees the GPUs no exclusive run holds, and the profiled waiting jobs.
+        let gpu_map: Vec<usize> = (0..self.core.cfg.gpus.len()).filter(|&g| !self.exclusive_gpu(g)).collect();
+        if gpu_map.is_empty() || with_profile.is_empty() {
+            return Ok(());
+        }
+        let origin = self.core.started_unix;
+        let gpus: Vec<GpuState> = gpu_map
+            .iter()
+            .map(|&g| {
+                let slot = &self.core.cfg.gpus[g];
+                let running = self
+                    .running
+                    .iter()
+                    .filter(|(_, r)| r.gpu == g)
+                    .filter_map(|(id, r)| {
+                        let p = r.profile.clone()?;
+                        let progress = (now - r.started_unix).clamp(0.0, p.solo_s());
+                        Some(RunningJob { id: *id, profile: p, progress_s: progress, started_s: r.started_unix - origin })
+                    })
+                    .collect();
+                GpuState {
+                    node: slot.node.clone(),
+                    index: slot.index,
+                    spec: slot.spec.clone(),
+                    running,
+                    measured: self.measured[g],
+                }
+            })
+            .collect();
+        let queue: Vec<QueuedJob> = with_profile
+            .iter()
+            .map(|(j, p)| QueuedJob {
+                id: j.id,
+                app: j.spec.app.clone(),
+                profile: p.clone(),
+                submit_s: j.submitted_at - origin,
+                restarts: j.attempts,
+                avoid_apps: j.avoid_apps.clone(),
+            })
+            .collect();
+        let view = ClusterView { now_s: now - origin, gpus: &gpus, queue: &queue };
+        let t0 = Instant::now();
+        let decision = self.policy.decide(&view);
+        self.core.metrics.observe_decision(t0.elapsed().as_secs_f64());
+        if let Err(e) = validate_decision(self.policy.name(), &view, &decision) {
+            self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, "refused the policy's decision");
+            self.core.store.event(None, "invalid_decision", &e.to_string(), now)?;
+            return Ok(());
+        }
+        let by_id: BTreeMap<JobId, (&JobRecord, Arc<AppProfile>)> =
+            with_profile.iter().map(|(j, p)| (j.id, (*j, p.clone()))).collect();
+        for pl in &decision {
+            let g = gpu_map[pl.gpu];
+            for id in &pl.jobs {
+                let Some((j, p)) = by_id.get(id) else { continue };
+                if self.guard_allows(g, j, p) {
+                    self.start(j, Some(p.clone()), g, false, &pl.jobs, now)?;
+                } else {
+                    self.core.metrics.guarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory and avoid-list guards.
+    fn guard_allows(&self, gpu: usize, job: &JobRecord, p: &AppProfile) -> bool {
+        let here: Vec<&Run> = self.running.values().filter(|r| r.gpu == gpu).collect();
+        if here.is_empty() {
+            return true;
+        }
+        let mem: f64 = here.iter().filter_map(|r| r.profile.as_ref()).map(|q| q.peak_mem().0).sum();
+        if mem + p.peak_mem().0 > self.core.cfg.gpus[gpu].spec.memory_mib + 1e-9 {
+            return false;
+        }
+        !here.iter().any(|r| job.avoid_apps.contains(&r.app) || r.avoid_apps.contains(&job.spec.app))
+    }
+
+    fn start(
+        &mut self,
+        j: &JobRecord,
+        profile: Option<Arc<AppProfile>>,
+        gpu: usize,
+        exclusive: bool,
+        group: &[JobId],
+        now: f64,
+    ) -> Result<(), ServiceError> {
+        let co_apps: Vec<String> = self.running.values().filter(|r| r.gpu == gpu).map(|r| r.app.clone()).collect();
+        let Some(att) =
+            self.core.store.start_attempt(j.id, gpu as u32, &co_apps, exclusive, self.policy.name(), group, now)?
+        else {
+            return Ok(());
+        };
+        self.core.metrics.attempts_started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let launch = Launch {
+            job: j.id,
+            attempt: att.n,
+            cuda_index: self.core.cfg.gpus[gpu].index,
+            argv: j.spec.command.clone(),
+            env: j.spec.env.clone(),
+            mps_thread_pct: self.core.cfg.mps_thread_pct,
+            work_dir: self.core.work_dir(j.id),
+            attempt_dir: self.core.attempt_dir(j.id, att.n),
+        };
+        let mut run = Run {
+            attempt: att.n,
+            gpu,
+            app: j.spec.app.clone(),
+            profile,
+            exclusive,
+            co_apps,
+            avoid_apps: j.avoid_apps.clone(),
+            started_unix: now,
+            pid: 0,
+            pid_start: 0,
+            samples: Vec::new(),
+        };
+        let tx = self.core.tx.clone();
+        match exec::launch(&self.core.cfg.supervisor, &launch) {
+            Ok(s) => {
+                run.pid = s.pid;
+                run.pid_start = s.pid_start;
+                if s.pid != 0 {
+                    self.core.store.set_attempt_pid(j.id, att.n, s.pid, s.pid_start)?;
+                }
+                self.running.insert(j.id, run);
+                forward_exit(tx, j.id, att.n, s.wait);
+            }
+            Err(e) => {
+                tracing::error!(job = j.id, error = %e, "could not launch");
+                self.running.insert(j.id, run);
+                let exit = ExitInfo { spawn_error: Some("the service could not prepare the job".into()), ..Default::default() };
+                let _ = tx.send(LoopMsg::Done { job: j.id, attempt: att.n, exit });
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let now = unix_now();
+        let gpus = self
+            .core
+            .cfg
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(g, slot)| {
+                let here: Vec<(&JobId, &Run)> = self.running.iter().filter(|(_, r)| r.gpu == g).collect();
+                let demand = here.iter().filter_map(|(_, r)| {
+                    let p = r.profile.as_ref()?;
+                    Some(*p.demand_at((now - r.started_unix).max(0.0)))
+                });
+                GpuView {
+                    index: slot.index,
+                    name: slot.spec.name.clone(),
+                    memory_mib: slot.spec.memory_mib,
+                    capacity: slot.spec.capacity(),
+                    jobs: here
+                        .iter()
+                        .map(|(id, r)| RunningView {
+                            id: **id,
+                            app: r.app.clone(),
+                            attempt: r.attempt,
+                            exclusive: r.exclusive || r.profile.is_none(),
+                            running_s: (now - r.started_unix).max(0.0),
+                        })
+                        .collect(),
+                    profile_demand: demand.fold(Resources::ZERO, |a, d| a.add(&d)),
+                    measured: self.measured[g],
+                }
+            })
+            .collect();
+        let queued = self.core.store.count_by_state().ok().and_then(|m| m.get(&JobState::Queued).copied()).unwrap_or(0);
+        let snap = ClusterSnapshot { policy: self.policy.name().to_string(), gpus, queued: queued as usize };
+        if let Ok(mut s) = self.core.snapshot.write() {
+            *s = snap;
+        }
+    }
+}
+
+fn forward_exit(tx: mpsc::UnboundedSender<LoopMsg>, job: JobId, attempt: u32, w: tokio::task::JoinHandle<ExitInfo>) {
+    tokio::spawn(async move {
+        let exit = w.await.unwrap_or(ExitInfo { lost: true, ..Default::default() });
+        let _ = tx.send(LoopMsg::Done { job, attempt, exit });
+    });
+}
+
+/// How an attempt ended and what the job does next.
+fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, stderr: &str, max_retries: u32) -> AttemptEnd {
+    let retry_or_fail = |failures: u32| if failures <= max_retries { JobState::Queued } else { JobState::Failed };
+    let base = AttemptEnd {
+        state: AttemptState::Failed,
+        job_state: JobState::Failed,
+        exit_code: exit.exit_code,
+        signal: exit.signal,
+        error: None,
+        count_failure: false,
+        avoid: Vec::new(),
+    };
+    if rec.cancel_requested {
+        return AttemptEnd { state: AttemptState::Cancelled, job_state: JobState::Cancelled, ..base };
+    }
+    if exit.success() {
+        return AttemptEnd { state: AttemptState::Succeeded, job_state: JobState::Succeeded, ..base };
+    }
+    if exit.lost {
+        let error = Some("its supervisor vanished; re-queued".to_string());
+        return AttemptEnd { state: AttemptState::Lost, job_state: JobState::Queued, error, ..base };
+    }
+    if let Some(e) = &exit.spawn_error {
+        // A program that cannot start will not start on a retry either.
+        return AttemptEnd { error: Some(e.clone()), ..base };
+    }
+    let failures = rec.failures + 1;
+    if exec::mentions_oom(stderr) {
+        let error = Some(format!("GPU out of memory beside [{}]", run.co_apps.join(", ")));
+        return AttemptEnd {
+            state: AttemptState::Oom,
+            job_state: retry_or_fail(failures),
+            error,
+            count_failure: true,
+            avoid: run.co_apps.clone(),
+            ..base
+        };
+    }
+    let error = Some(match (exit.exit_code, exit.signal) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "ended without a status".to_string(),
+    });
+    AttemptEnd { state: AttemptState::Failed, job_state: retry_or_fail(failures), error, count_failure: true, ..base }
+}
+
+/// Where an attempt keeps its files.
+pub fn attempt_dir(data_dir: &std::path::Path, job: JobId, n: u32) -> PathBuf {
+    data_dir.join("jobs").join(job.to_string()).join(format!("attempt-{n}"))
+}
+

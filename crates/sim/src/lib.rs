@@ -1,0 +1,23 @@
+//! dqngpu-sim: a discrete-time simulator of jobs sharing GPUs.
+//!
+//! A job's demand at each step is its profile's sample at its own progress point; the
+//! [`Interference`](dqngpu_interference::Interference) model turns the demands on a GPU into
+//! progress rates; GPU memory is never overcommitted (the job whose demand just grew, else the
+//! newest, is killed out of memory and requeued). The [`Simulator`] exposes a stepping API
+//! (`new` / `done` / `needs_decision` / `view` / `apply` / `step` / `finish`) that [`run`] wraps
+//! and the RL training environment drives. Metrics, formulas and assumptions:
+//! `docs/SIMULATOR.md`. The simulator never reads the wall clock and never does I/O.
+//!
+//! Job sets are drawn from workload classes by [`workload::draw`].
+
+pub mod error;
+pub mod event;
+pub mod metrics;
+mod sim;
+pub mod workload;
+
+pub use error::SimError;
+pub use event::{JobMemory, SimEvent};
+pub use metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets, NO_SLOWDOWN_MAX};
+pub use sim::{run, SimConfig, Simulator, MIN_RATE};
+pub use workload::{draw, Arrivals, DEFAULT_JOBS};

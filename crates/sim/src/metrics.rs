@@ -1,0 +1,145 @@
+//! Results of a simulation and the formulas behind them (docs/SIMULATOR.md states them).
+
+use dqngpu_model::JobId;
+use serde::{Deserialize, Serialize};
+
+use crate::event::SimEvent;
+
+/// Execution slowdown up to which a job counts as not slowed (thesis: "within 2%").
+pub const NO_SLOWDOWN_MAX: f64 = 1.02;
+
+/// One job's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Job id.
+    pub id: JobId,
+    /// App name.
+    pub app: String,
+    /// GPU of its last (successful) run: index into the cluster's GPUs; `None` if it never ran.
+    pub gpu: Option<usize>,
+    /// Submission time, s.
+    pub submit_s: f64,
+    /// First start, s (`None` if it never started).
+    pub start_s: Option<f64>,
+    /// Start of the run that completed, s (differs from `start_s` after OOM restarts).
+    pub last_start_s: Option<f64>,
+    /// Finish, s (`None` if the simulation stopped first).
+    pub finish_s: Option<f64>,
+    /// Solo execution time, s (its profile's length).
+    pub solo_s: f64,
+    /// start_s - submit_s.
+    pub wait_s: Option<f64>,
+    /// finish_s - start_s (includes time lost to OOM kills and the wait before restarting).
+    pub exec_s: Option<f64>,
+    /// exec_s / solo_s (thesis slowdown).
+    pub exec_slowdown: Option<f64>,
+    /// (finish_s - submit_s) / solo_s (DeepRM slowdown).
+    pub jct_slowdown: Option<f64>,
+    /// Times it was killed out of memory and requeued.
+    pub restarts: u32,
+}
+
+/// The thesis's slowdown buckets (counts of jobs by execution slowdown `s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SlowdownBuckets {
+    /// s <= 1.02.
+    pub none: usize,
+    /// 1.02 < s < 1.10.
+    pub lt10: usize,
+    /// 1.10 <= s < 1.20.
+    pub from10to20: usize,
+    /// s >= 1.20.
+    pub ge20: usize,
+}
+
+impl SlowdownBuckets {
+    /// Counts finished jobs into the buckets.
+    pub fn from_slowdowns(slowdowns: impl IntoIterator<Item = f64>) -> Self {
+        let mut b = SlowdownBuckets::default();
+        for s in slowdowns {
+            if s <= NO_SLOWDOWN_MAX {
+                b.none += 1;
+            } else if s < 1.10 {
+                b.lt10 += 1;
+            } else if s < 1.20 {
+                b.from10to20 += 1;
+            } else {
+                b.ge20 += 1;
+            }
+        }
+        b
+    }
+}
+
+/// Everything a simulation measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimResult {
+    /// Policy that placed the jobs.
+    pub scheduler: String,
+    /// Interference model.
+    pub interference: String,
+    /// Time the last job finished, s (the clock when stopped, if not every job finished).
+    pub makespan_s: f64,
+    /// Makespan lower bound, s (see [`lower_bound_s`]).
+    pub lower_bound_s: f64,
+    /// makespan_s / lower_bound_s.
+    pub makespan_over_bound: f64,
+    /// Mean over GPUs and [0, makespan] of min(100, sum of running jobs' util demand x rate).
+    pub avg_gpu_util_pct: f64,
+    /// Mean over GPUs and [0, makespan] of 100 x (sum of running jobs' memory) / GPU memory.
+    pub avg_gpu_mem_util_pct: f64,
+    /// OOM kills.
+    pub oom_kills: u64,
+    /// Sum of the jobs' restarts.
+    pub restarts: u64,
+    /// Jobs by execution slowdown.
+    pub slowdown_buckets: SlowdownBuckets,
+    /// True when every job finished.
+    pub completed: bool,
+    /// Simulation steps taken.
+    pub steps: u64,
+    /// Sum over steps of the jobs running in that step (the benchmark's unit of work).
+    pub job_steps: u64,
+    /// Decisions asked of the policy.
+    pub decisions: u64,
+    /// Per-job outcomes, in job-set order.
+    pub jobs: Vec<JobRecord>,
+    /// The event log (empty unless recording was asked for).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub events: Vec<SimEvent>,
+}
+
+/// What the lower bound needs of one job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoundJob {
+    /// Submission time, s.
+    pub submit_s: f64,
+    /// Solo execution time, s.
+    pub solo_s: f64,
+    /// GPU-util work: the integral of its util demand over its solo run, percent x s.
+    pub util_work: f64,
+}
+
+/// Makespan lower bound on `n_gpus` GPUs:
+/// max( max_j (submit_j + solo_j),  max_T ( T + sum_{j: submit_j >= T} util_work_j / (100 x n_gpus) ) ),
+/// with T ranging over the submission times. With every job at t = 0 this is
+/// max(longest solo job, total GPU-util work / total capacity). It is a true bound whenever
+/// co-located jobs together do at most 100% GPU-util work per second (rates shrink when the
+/// sum of demands passes 100%); ideal sharing (`none`) can beat it.
+pub fn lower_bound_s(jobs: &[BoundJob], n_gpus: usize) -> f64 {
+    if jobs.is_empty() || n_gpus == 0 {
+        return 0.0;
+    }
+    let cap = 100.0 * n_gpus as f64;
+    let longest = jobs.iter().map(|j| j.submit_s + j.solo_s).fold(0.0, f64::max);
+    let mut by_submit: Vec<&BoundJob> = jobs.iter().collect();
+    by_submit.sort_by(|a, b| b.submit_s.total_cmp(&a.submit_s));
+    // Walk from the latest submission back, accumulating the work submitted at or after T.
+    let mut work_after = 0.0;
+    let mut best = 0.0_f64;
+    for j in by_submit {
+        work_after += j.util_work;
+        best = best.max(j.submit_s + work_after / cap);
+    }
+    longest.max(best)
+}

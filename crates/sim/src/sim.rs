@@ -1,0 +1,693 @@
+//! The discrete-time co-location simulator and its stepping API.
+//!
+//! ```text
+//! let mut sim = Simulator::new(&cluster, &library, &jobset, interference, SimConfig::default())?;
+//! while !sim.done() {
+//!     if sim.needs_decision() {
+//!         let d = policy.decide(&sim.view());
+//!         sim.apply(&d)?;
+//!     }
+//!     sim.step();
+//! }
+//! let result = sim.finish();
+//! ```
+//!
+//! Hot-loop design: the per-GPU [`GpuState`]s the policy sees are the simulator's own state
+//! (no copy per decision); per step, each running job costs one sample lookup, one
+//! interference call per GPU and a few float operations, with no allocation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dqngpu_interference::{Interference, JobLoad};
+use dqngpu_model::{
+    validate_decision, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId, JobSet, Location, ModelError,
+    Placement, QueuedJob, Resources, RunningJob,
+};
+
+use crate::error::SimError;
+use crate::event::{JobMemory, SimEvent};
+use crate::metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets};
+
+/// Smallest progress rate the simulator accepts from an interference model; a model that
+/// returns less (or NaN) is clamped to this so time always advances.
+pub const MIN_RATE: f64 = 1e-3;
+
+/// How the simulator steps and when it asks for decisions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Step length, s (1 s by default). A step ends early at a job's finish or an arrival.
+    pub step_s: f64,
+    /// While jobs wait, ask the policy again at least this often, s, even when nothing
+    /// arrived, finished or was killed (demands change over time, so packing policies may find
+    /// room). Default 10 s.
+    pub decision_tick_s: f64,
+    /// Record the event log into [`SimResult::events`].
+    pub record_events: bool,
+    /// A job killed out of memory more than this many times stops the simulation with
+    /// [`SimError::TooManyRestarts`] (a policy that keeps placing it where it cannot fit).
+    pub max_restarts: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { step_s: 1.0, decision_tick_s: 10.0, record_events: false, max_restarts: 100 }
+    }
+}
+
+/// Everything the simulator tracks about one job, whatever its state.
+#[derive(Debug, Clone)]
+struct JobState {
+    id: JobId,
+    app: String,
+    profile: Arc<AppProfile>,
+    submit_s: f64,
+    first_start_s: Option<f64>,
+    last_start_s: Option<f64>,
+    finish_s: Option<f64>,
+    gpu: Option<usize>,
+    restarts: u32,
+    avoid_apps: Vec<String>,
+    /// Sample in force at its current progress (valid while it runs).
+    sample: usize,
+    /// Its memory demand grew in the last step (an OOM kill candidate).
+    grew: bool,
+}
+
+/// Which running jobs an OOM check may kill first.
+#[derive(Debug, Clone, Copy)]
+enum Culprits {
+    /// Jobs at positions >= this one (just placed).
+    PlacedFrom(usize),
+    /// Jobs whose memory demand grew in this step.
+    Grew,
+}
+
+/// Per-GPU bookkeeping beside the policy-visible [`GpuState`].
+#[derive(Debug, Clone, Default)]
+struct GpuBook {
+    /// Job-table index of each running job, aligned with `GpuState::running`.
+    slots: Vec<usize>,
+    /// Progress rate of each running job in the current step, aligned likewise.
+    rates: Vec<f64>,
+    /// Integral of min(100, sum util x rate) over time, pct x s.
+    util_integral: f64,
+    /// Integral of 100 x memory in use / capacity over time, pct x s.
+    mem_integral: f64,
+    /// Memory in use at the last `Memory` event, MiB.
+    logged_mem: f64,
+    /// The set of jobs changed since the last `Memory` event.
+    mem_dirty: bool,
+}
+
+/// A discrete-time simulation of jobs sharing GPUs. See the module docs for the loop.
+pub struct Simulator {
+    config: SimConfig,
+    interference: Arc<dyn Interference>,
+    policy_name: String,
+    now_s: f64,
+    gpus: Vec<GpuState>,
+    books: Vec<GpuBook>,
+    queue: Vec<QueuedJob>,
+    jobs: Vec<JobState>,
+    index_of: HashMap<JobId, usize>,
+    /// Job-table indices by submission time (stable on ties).
+    arrival_order: Vec<usize>,
+    next_arrival: usize,
+    decision_pending: bool,
+    next_tick_s: f64,
+    finished: usize,
+    oom_kills: u64,
+    steps: u64,
+    job_steps: u64,
+    decisions: u64,
+    fault: Option<SimError>,
+    events: Vec<SimEvent>,
+}
+
+impl Simulator {
+    /// Sets up a simulation of `jobset` on `cluster`, apps from `library`.
+    ///
+    /// Errors: an unknown app (usage error listing the library's apps), a profile whose
+    /// peak memory exceeds every GPU (naming the profile's file, line and field), an empty
+    /// cluster, or a bad configuration.
+    pub fn new(
+        cluster: &ClusterSpec,
+        library: &AppLibrary,
+        jobset: &JobSet,
+        interference: Arc<dyn Interference>,
+        config: SimConfig,
+    ) -> Result<Self, SimError> {
+        if !(config.step_s.is_finite() && config.step_s > 0.0) {
+            return Err(SimError::Config(format!("step_s must be a positive number of seconds, got {}", config.step_s)));
+        }
+        if !(config.decision_tick_s.is_finite() && config.decision_tick_s > 0.0) {
+            return Err(SimError::Config(format!(
+                "decision_tick_s must be a positive number of seconds, got {}",
+                config.decision_tick_s
+            )));
+        }
+        let slots = cluster.gpus();
+        if slots.is_empty() {
+            return Err(ModelError::invalid(Location { field: Some("nodes".into()), ..Default::default() }, "cluster has no GPUs")
+                .into());
+        }
+        jobset.validate(None)?;
+        let max_mem = cluster.max_gpu_memory_mib();
+        let mut jobs = Vec::with_capacity(jobset.jobs.len());
+        let mut index_of = HashMap::with_capacity(jobset.jobs.len());
+        for spec in &jobset.jobs {
+            let profile = library.get(&spec.app)?.clone();
+            profile.check_fits_memory(max_mem)?;
+            index_of.insert(spec.id, jobs.len());
+            jobs.push(JobState {
+                id: spec.id,
+                app: spec.app.clone(),
+                profile,
+                submit_s: spec.submit_s,
+                first_start_s: None,
+                last_start_s: None,
+                finish_s: None,
+                gpu: None,
+                restarts: 0,
+                avoid_apps: Vec::new(),
+                sample: 0,
+                grew: false,
+            });
+        }
+        let mut arrival_order: Vec<usize> = (0..jobs.len()).collect();
+        arrival_order.sort_by(|&a, &b| jobs[a].submit_s.total_cmp(&jobs[b].submit_s));
+        let gpus: Vec<GpuState> = slots
+            .into_iter()
+            .map(|s| GpuState { node: s.node, index: s.index, spec: s.spec, running: Vec::new(), measured: None })
+            .collect();
+        let books = vec![GpuBook::default(); gpus.len()];
+        let mut sim = Simulator {
+            next_tick_s: config.decision_tick_s,
+            config,
+            interference,
+            policy_name: "policy".into(),
+            now_s: 0.0,
+            gpus,
+            books,
+            queue: Vec::new(),
+            jobs,
+            index_of,
+            arrival_order,
+            next_arrival: 0,
+            decision_pending: false,
+            finished: 0,
+            oom_kills: 0,
+            steps: 0,
+            job_steps: 0,
+            decisions: 0,
+            fault: None,
+            events: Vec::new(),
+        };
+        sim.admit_arrivals();
+        Ok(sim)
+    }
+
+    /// Names the policy in errors and in the result (the `run` wrapper sets it).
+    pub fn set_policy_name(&mut self, name: &str) {
+        self.policy_name = name.to_string();
+    }
+
+    /// Cluster clock, s.
+    pub fn now_s(&self) -> f64 {
+        self.now_s
+    }
+
+    /// True when every job has finished.
+    pub fn done(&self) -> bool {
+        self.finished == self.jobs.len()
+    }
+
+    /// True when jobs wait and something happened since the last decision (an arrival, a
+    /// finish, an OOM kill) or the decision tick came round.
+    pub fn needs_decision(&self) -> bool {
+        !self.queue.is_empty() && (self.decision_pending || self.now_s >= self.next_tick_s - 1e-9)
+    }
+
+    /// The snapshot a policy decides on. It borrows the simulator's own state (no copy).
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView { now_s: self.now_s, gpus: &self.gpus, queue: &self.queue }
+    }
+
+    /// Validates and applies a decision: starts the placed jobs now. A job that does not fit
+    /// in its GPU's memory is killed out of memory at once (newest placed first).
+    ///
+    /// Errors: an invalid decision; [`SimError::NoProgress`] when the policy places nothing
+    /// although nothing runs and no job will arrive; a fault recorded by an earlier step
+    /// ([`SimError::TooManyRestarts`]).
+    pub fn apply(&mut self, decision: &[Placement]) -> Result<(), SimError> {
+        if let Some(f) = self.fault.take() {
+            return Err(f);
+        }
+        validate_decision(&self.policy_name, &self.view(), decision)?;
+        self.decisions += 1;
+        self.decision_pending = false;
+        self.next_tick_s = self.now_s + self.config.decision_tick_s;
+        let placed_any = decision.iter().any(|p| !p.jobs.is_empty());
+        if !placed_any {
+            let idle = self.gpus.iter().all(GpuState::is_idle);
+            if idle && !self.queue.is_empty() && self.next_arrival == self.arrival_order.len() {
+                return Err(SimError::NoProgress {
+                    policy: self.policy_name.clone(),
+                    now_s: self.now_s,
+                    queued: self.queue.len(),
+                });
+            }
+            return Ok(());
+        }
+        for p in decision {
+            if p.jobs.is_empty() {
+                continue;
+            }
+            let first_new = self.gpus[p.gpu].running.len();
+            for &id in &p.jobs {
+                self.start_job(p.gpu, id);
+            }
+            // Newly placed jobs are the ones whose demand just grew (from nothing).
+            self.enforce_memory(p.gpu, Culprits::PlacedFrom(first_new));
+            self.log_memory(p.gpu);
+        }
+        match self.fault.take() {
+            Some(f) => Err(f),
+            None => Ok(()),
+        }
+    }
+
+    /// Advances the clock by one step (`step_s`, cut short at the first finish or arrival
+    /// within it): progress at the interference model's rates, finishes, arrivals, OOM kills.
+    /// When nothing runs it jumps to the next arrival or decision tick (nothing changes in
+    /// between).
+    pub fn step(&mut self) {
+        if self.done() {
+            return;
+        }
+        let any_running = self.gpus.iter().any(|g| !g.running.is_empty());
+        if !any_running {
+            self.idle_jump();
+            return;
+        }
+        let mut dt = self.config.step_s;
+        if let Some(&j) = self.arrival_order.get(self.next_arrival) {
+            let until = self.jobs[j].submit_s - self.now_s;
+            if until > 0.0 {
+                dt = dt.min(until);
+            }
+        }
+        // Pass 1: rates per GPU and the step length (cut at the first finish).
+        for g in 0..self.gpus.len() {
+            if self.gpus[g].running.is_empty() {
+                continue;
+            }
+            dt = dt.min(self.compute_rates(g));
+        }
+        // Pass 2: advance.
+        let t0 = self.now_s;
+        self.now_s += dt;
+        self.steps += 1;
+        for g in 0..self.gpus.len() {
+            if !self.gpus[g].running.is_empty() {
+                self.advance_gpu(g, t0, dt);
+            }
+        }
+        self.admit_arrivals();
+    }
+
+    /// The rates of GPU `g`'s jobs for this step, into its book; returns the time until the
+    /// first of them finishes at those rates.
+    fn compute_rates(&mut self, g: usize) -> f64 {
+        const INLINE: usize = 16;
+        let gpu = &self.gpus[g];
+        let book = &mut self.books[g];
+        let jobs = &self.jobs;
+        let n = gpu.running.len();
+        book.rates.resize(n, 1.0);
+        let zero = Resources::ZERO;
+        let dummy = JobLoad { app: "", demand: &zero };
+        let load = |k: usize| {
+            let j = &jobs[book.slots[k]];
+            JobLoad { app: &j.app, demand: &j.profile.samples[j.sample] }
+        };
+        if n <= INLINE {
+            let mut loads = [dummy; INLINE];
+            for (k, l) in loads.iter_mut().enumerate().take(n) {
+                *l = load(k);
+            }
+            self.interference.rates(&gpu.spec, &loads[..n], &mut book.rates);
+        } else {
+            let loads: Vec<JobLoad<'_>> = (0..n).map(load).collect();
+            self.interference.rates(&gpu.spec, &loads, &mut book.rates);
+        }
+        let mut first_finish = f64::INFINITY;
+        for (r, rj) in book.rates.iter_mut().zip(&gpu.running) {
+            if !(*r >= MIN_RATE) {
+                *r = MIN_RATE;
+            }
+            *r = r.min(1.0);
+            first_finish = first_finish.min(rj.remaining_s() / *r);
+        }
+        first_finish
+    }
+
+    /// Advances GPU `g` by `dt` from `t0`: progress, metrics, finishes, memory growth.
+    fn advance_gpu(&mut self, g: usize, t0: f64, dt: f64) {
+        let cap_mem = self.gpus[g].spec.memory_mib;
+        let book = &mut self.books[g];
+        let gpu = &mut self.gpus[g];
+        let n = gpu.running.len();
+        self.job_steps += n as u64;
+        let mut util = 0.0;
+        let mut mem = 0.0;
+        let mut any_finished = false;
+        let mut any_grew = false;
+        let mut mem_changed = false;
+        for k in 0..n {
+            let rate = book.rates[k];
+            let rj = &mut gpu.running[k];
+            let js = &mut self.jobs[book.slots[k]];
+            let d = js.profile.samples[js.sample];
+            util += d.gpu_util_pct * rate;
+            mem += d.gpu_mem_mib;
+            js.grew = false;
+            let t_finish = rj.remaining_s() / rate;
+            if t_finish <= dt * (1.0 + 1e-12) + 1e-12 {
+                rj.progress_s = js.profile.solo_s();
+                js.finish_s = Some(t0 + t_finish.min(dt));
+                any_finished = true;
+            } else {
+                rj.progress_s += rate * dt;
+                let s = js.profile.sample_index(rj.progress_s);
+                if s != js.sample {
+                    let new = js.profile.samples[s].gpu_mem_mib;
+                    js.grew = new > d.gpu_mem_mib;
+                    any_grew |= js.grew;
+                    mem_changed |= new != d.gpu_mem_mib;
+                    js.sample = s;
+                }
+            }
+        }
+        book.util_integral += util.min(100.0) * dt;
+        book.mem_integral += 100.0 * mem / cap_mem * dt;
+        if any_finished {
+            self.remove_finished(g);
+        }
+        if any_grew {
+            self.enforce_memory(g, Culprits::Grew);
+        }
+        if self.config.record_events && (mem_changed || any_finished || self.books[g].mem_dirty) {
+            self.log_memory(g);
+        }
+    }
+
+    /// Removes GPU `g`'s finished jobs (finish_s set, still listed), logging their finish.
+    fn remove_finished(&mut self, g: usize) {
+        let mut k = 0;
+        while k < self.gpus[g].running.len() {
+            let j = self.books[g].slots[k];
+            let js = &self.jobs[j];
+            if js.finish_s.is_some() && self.gpus[g].running[k].remaining_s() <= 0.0 {
+                let t = js.finish_s.unwrap_or(self.now_s);
+                self.gpus[g].running.remove(k);
+                self.books[g].slots.remove(k);
+                self.books[g].rates.remove(k);
+                self.books[g].mem_dirty = true;
+                self.finished += 1;
+                self.decision_pending = true;
+                if self.config.record_events {
+                    let js = &self.jobs[j];
+                    self.events.push(SimEvent::Finish { t_s: t, job: js.id, app: js.app.clone(), gpu: g });
+                }
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Memory in use on GPU `g` by its running jobs' current samples, MiB.
+    fn mem_in_use(&self, g: usize) -> f64 {
+        self.books[g].slots.iter().map(|&j| self.jobs[j].profile.samples[self.jobs[j].sample].gpu_mem_mib).sum()
+    }
+
+    /// While GPU `g`'s jobs need more memory than it has, kills the newest of the `culprits`
+    /// (else the newest job) as out of memory.
+    fn enforce_memory(&mut self, g: usize, culprits: Culprits) {
+        let cap = self.gpus[g].spec.memory_mib;
+        loop {
+            let used = self.mem_in_use(g);
+            if used <= cap + 1e-9 {
+                return;
+            }
+            let n = self.gpus[g].running.len();
+            // `running` is in start order, so the last candidate is the newest.
+            let is_culprit = |k: usize| match culprits {
+                Culprits::PlacedFrom(first) => k >= first,
+                Culprits::Grew => self.jobs[self.books[g].slots[k]].grew,
+            };
+            let victim = (0..n).rev().find(|&k| is_culprit(k)).unwrap_or(n - 1);
+            self.kill_oom(g, victim, used);
+        }
+    }
+
+    /// Kills running job `k` of GPU `g` out of memory: it loses its progress and rejoins the
+    /// queue in arrival order, avoiding the apps it shared the GPU with.
+    fn kill_oom(&mut self, g: usize, k: usize, demand_mib: f64) {
+        let j = self.books[g].slots.remove(k);
+        self.books[g].rates.remove(k);
+        self.gpus[g].running.remove(k);
+        self.books[g].mem_dirty = true;
+        let neighbours: Vec<String> = self.books[g].slots.iter().map(|&o| self.jobs[o].app.clone()).collect();
+        let js = &mut self.jobs[j];
+        js.restarts += 1;
+        js.gpu = None;
+        js.sample = 0;
+        for a in neighbours {
+            if !js.avoid_apps.contains(&a) {
+                js.avoid_apps.push(a);
+            }
+        }
+        self.oom_kills += 1;
+        self.decision_pending = true;
+        if js.restarts > self.config.max_restarts && self.fault.is_none() {
+            self.fault = Some(SimError::TooManyRestarts {
+                policy: self.policy_name.clone(),
+                job: js.id,
+                restarts: js.restarts,
+                limit: self.config.max_restarts,
+            });
+        }
+        if self.config.record_events {
+            self.events.push(SimEvent::Oom {
+                t_s: self.now_s,
+                job: js.id,
+                app: js.app.clone(),
+                gpu: g,
+                demand_mib,
+                capacity_mib: self.gpus[g].spec.memory_mib,
+            });
+        }
+        self.enqueue(j);
+    }
+
+    /// Puts job `j` in the queue, keeping arrival order (submit time, then job-set order).
+    fn enqueue(&mut self, j: usize) {
+        let js = &self.jobs[j];
+        let key = (js.submit_s, j);
+        let pos = self.queue.partition_point(|q| {
+            let o = self.index_of[&q.id];
+            (self.jobs[o].submit_s, o) < key
+        });
+        self.queue.insert(
+            pos,
+            QueuedJob {
+                id: js.id,
+                app: js.app.clone(),
+                profile: js.profile.clone(),
+                submit_s: js.submit_s,
+                restarts: js.restarts,
+                avoid_apps: js.avoid_apps.clone(),
+            },
+        );
+    }
+
+    /// Starts queued job `id` on GPU `g` now (the decision was validated).
+    fn start_job(&mut self, g: usize, id: JobId) {
+        let Some(&j) = self.index_of.get(&id) else { return };
+        if let Some(pos) = self.queue.iter().position(|q| q.id == id) {
+            self.queue.remove(pos);
+        }
+        let now = self.now_s;
+        let js = &mut self.jobs[j];
+        js.first_start_s.get_or_insert(now);
+        js.last_start_s = Some(now);
+        js.gpu = Some(g);
+        js.sample = 0;
+        self.gpus[g].running.push(RunningJob { id, profile: js.profile.clone(), progress_s: 0.0, started_s: now });
+        self.books[g].slots.push(j);
+        self.books[g].rates.push(1.0);
+        self.books[g].mem_dirty = true;
+        if self.config.record_events {
+            self.events.push(SimEvent::Start { t_s: now, job: id, app: js.app.clone(), gpu: g });
+        }
+    }
+
+    /// Writes a `Memory` event for GPU `g` if its memory in use or its job set changed.
+    fn log_memory(&mut self, g: usize) {
+        if !self.config.record_events {
+            return;
+        }
+        let used = self.mem_in_use(g);
+        let book = &self.books[g];
+        if !book.mem_dirty && used == book.logged_mem {
+            return;
+        }
+        let jobs = book
+            .slots
+            .iter()
+            .zip(&self.gpus[g].running)
+            .map(|(&j, rj)| JobMemory {
+                job: rj.id,
+                progress_s: rj.progress_s,
+                mem_mib: self.jobs[j].profile.samples[self.jobs[j].sample].gpu_mem_mib,
+            })
+            .collect();
+        self.events.push(SimEvent::Memory {
+            t_s: self.now_s,
+            gpu: g,
+            used_mib: used,
+            capacity_mib: self.gpus[g].spec.memory_mib,
+            jobs,
+        });
+        self.books[g].logged_mem = used;
+        self.books[g].mem_dirty = false;
+    }
+
+    /// Moves every job submitted by now into the queue.
+    fn admit_arrivals(&mut self) {
+        while let Some(&j) = self.arrival_order.get(self.next_arrival) {
+            if self.jobs[j].submit_s > self.now_s + 1e-9 {
+                break;
+            }
+            self.next_arrival += 1;
+            self.decision_pending = true;
+            if self.config.record_events {
+                let js = &self.jobs[j];
+                self.events.push(SimEvent::Arrival { t_s: js.submit_s, job: js.id, app: js.app.clone() });
+            }
+            self.enqueue(j);
+        }
+    }
+
+    /// Nothing runs: jump to the next arrival, or to the next decision tick while jobs wait.
+    fn idle_jump(&mut self) {
+        let next_arrival = self.arrival_order.get(self.next_arrival).map(|&j| self.jobs[j].submit_s);
+        // Never stand still: a tick already due (the driver did not decide) moves a step on.
+        let tick = self.next_tick_s.max(self.now_s + self.config.step_s);
+        let target = match (next_arrival, self.queue.is_empty()) {
+            (Some(a), true) => a,
+            (Some(a), false) => a.min(tick),
+            (None, _) => tick,
+        };
+        self.now_s = target.max(self.now_s);
+        self.steps += 1;
+        self.admit_arrivals();
+    }
+
+    /// Ends the simulation and computes the metrics (formulas in docs/SIMULATOR.md). Jobs
+    /// that did not finish have `None` times and are left out of the slowdown buckets.
+    pub fn finish(self) -> SimResult {
+        let makespan_s = if self.done() {
+            self.jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max)
+        } else {
+            self.now_s
+        };
+        let bound_jobs: Vec<BoundJob> = self
+            .jobs
+            .iter()
+            .map(|j| BoundJob {
+                submit_s: j.submit_s,
+                solo_s: j.profile.solo_s(),
+                util_work: j.profile.samples.iter().map(|s| s.gpu_util_pct).sum::<f64>() * j.profile.interval_s,
+            })
+            .collect();
+        let lower = lower_bound_s(&bound_jobs, self.gpus.len());
+        let n_gpus = self.gpus.len() as f64;
+        let avg = |f: fn(&GpuBook) -> f64| {
+            if makespan_s > 0.0 {
+                self.books.iter().map(f).sum::<f64>() / (n_gpus * makespan_s)
+            } else {
+                0.0
+            }
+        };
+        let avg_gpu_util_pct = avg(|b| b.util_integral);
+        let avg_gpu_mem_util_pct = avg(|b| b.mem_integral);
+        let records: Vec<JobRecord> = self
+            .jobs
+            .iter()
+            .map(|j| {
+                let solo = j.profile.solo_s();
+                let exec = match (j.first_start_s, j.finish_s) {
+                    (Some(s), Some(f)) => Some(f - s),
+                    _ => None,
+                };
+                JobRecord {
+                    id: j.id,
+                    app: j.app.clone(),
+                    gpu: j.gpu,
+                    submit_s: j.submit_s,
+                    start_s: j.first_start_s,
+                    last_start_s: j.last_start_s,
+                    finish_s: j.finish_s,
+                    solo_s: solo,
+                    wait_s: j.first_start_s.map(|s| s - j.submit_s),
+                    exec_s: exec,
+                    exec_slowdown: exec.map(|e| e / solo),
+                    jct_slowdown: j.finish_s.map(|f| (f - j.submit_s) / solo),
+                    restarts: j.restarts,
+                }
+            })
+            .collect();
+        SimResult {
+            scheduler: self.policy_name,
+            interference: self.interference.name().to_string(),
+            makespan_s,
+            lower_bound_s: lower,
+            makespan_over_bound: if lower > 0.0 { makespan_s / lower } else { 0.0 },
+            avg_gpu_util_pct,
+            avg_gpu_mem_util_pct,
+            oom_kills: self.oom_kills,
+            restarts: records.iter().map(|r| u64::from(r.restarts)).sum(),
+            slowdown_buckets: SlowdownBuckets::from_slowdowns(records.iter().filter_map(|r| r.exec_slowdown)),
+            completed: self.finished == self.jobs.len(),
+            steps: self.steps,
+            job_steps: self.job_steps,
+            decisions: self.decisions,
+            jobs: records,
+            events: self.events,
+        }
+    }
+}
+
+/// Runs `policy` over `jobset` on `cluster` to the end: the stepping loop of the module docs.
+pub fn run(
+    policy: &dyn dqngpu_model::Policy,
+    cluster: &ClusterSpec,
+    library: &AppLibrary,
+    jobset: &JobSet,
+    interference: Arc<dyn Interference>,
+    config: SimConfig,
+) -> Result<SimResult, SimError> {
+    let mut sim = Simulator::new(cluster, library, jobset, interference, config)?;
+    sim.set_policy_name(policy.name());
+    while !sim.done() {
+        if sim.needs_decision() {
+            let d = policy.decide(&sim.view());
+            sim.apply(&d)?;
+        }
+        sim.step();
+    }
+    Ok(sim.finish())
+}

@@ -1,0 +1,543 @@
+//! Simulator behaviour on hand-computable cases, OOM handling, errors, determinism, and a
+//! property test that checks GPU memory from the event log alone.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use dqngpu_interference::{Interference, JobLoad};
+use dqngpu_model::{
+    gpu, AppInfo, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuSpec, JobId, JobSet, JobSpec, Placement,
+    Policy, Resources, WorkloadClass,
+};
+use dqngpu_sim::{draw, lower_bound_s, run, Arrivals, BoundJob, SimConfig, SimError, SimEvent, SimResult, Simulator};
+
+// ---------------------------------------------------------------- helpers
+
+/// Ideal sharing: every job progresses at full speed.
+struct NoInterference;
+impl Interference for NoInterference {
+    fn name(&self) -> &str {
+        "test-none"
+    }
+    fn rates(&self, _gpu: &GpuSpec, _jobs: &[JobLoad<'_>], rates: &mut [f64]) {
+        rates.fill(1.0);
+    }
+}
+
+/// Fair share: when the summed GPU-util demand passes 100%, every job slows by 100 / sum.
+struct FairShare;
+impl Interference for FairShare {
+    fn name(&self) -> &str {
+        "test-fair-share"
+    }
+    fn rates(&self, _gpu: &GpuSpec, jobs: &[JobLoad<'_>], rates: &mut [f64]) {
+        let sum: f64 = jobs.iter().map(|j| j.demand.gpu_util_pct).sum();
+        rates.fill(if sum > 100.0 { 100.0 / sum } else { 1.0 });
+    }
+}
+
+/// One job per idle GPU, shortest solo time first (ties by id).
+struct TestSjf;
+impl Policy for TestSjf {
+    fn name(&self) -> &str {
+        "test-sjf"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        let mut q: Vec<_> = view.queue.iter().collect();
+        q.sort_by(|a, b| a.profile.solo_s().total_cmp(&b.profile.solo_s()).then(a.id.cmp(&b.id)));
+        let idle = view.gpus.iter().enumerate().filter(|(_, g)| g.is_idle()).map(|(i, _)| i);
+        idle.zip(q).map(|(g, j)| Placement { gpu: g, jobs: vec![j.id] }).collect()
+    }
+}
+
+/// Places every waiting job on GPU 0 at once, except beside apps it must avoid.
+struct PackAll;
+impl Policy for PackAll {
+    fn name(&self) -> &str {
+        "test-pack-all"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        let running: Vec<&str> = view.gpus[0].running.iter().map(|r| r.profile.app.name.as_str()).collect();
+        let jobs: Vec<JobId> = view
+            .queue
+            .iter()
+            .filter(|q| !q.avoid_apps.iter().any(|a| running.contains(&a.as_str())))
+            .map(|q| q.id)
+            .collect();
+        if jobs.is_empty() {
+            vec![]
+        } else {
+            vec![Placement { gpu: 0, jobs }]
+        }
+    }
+}
+
+/// Never places anything.
+struct Holder;
+impl Policy for Holder {
+    fn name(&self) -> &str {
+        "test-holder"
+    }
+    fn decide(&self, _view: &ClusterView<'_>) -> Vec<Placement> {
+        vec![]
+    }
+}
+
+fn profile(name: &str, samples: Vec<Resources>) -> Arc<AppProfile> {
+    Arc::new(AppProfile::new(AppInfo { name: name.into(), ..Default::default() }, 1.0, samples).unwrap())
+}
+
+fn steady(name: &str, secs: usize, util: f64, mem: f64) -> Arc<AppProfile> {
+    profile(name, vec![Resources::new(util, mem, util, 100.0); secs])
+}
+
+fn library(profiles: Vec<Arc<AppProfile>>) -> AppLibrary {
+    let apps: BTreeMap<String, Arc<AppProfile>> = profiles.into_iter().map(|p| (p.app.name.clone(), p)).collect();
+    AppLibrary::with_derived_classes("test".into(), apps, Some(gpu::lookup("titanxp").unwrap()))
+}
+
+fn jobs(apps: &[(&str, f64)]) -> JobSet {
+    JobSet::new(
+        apps.iter().enumerate().map(|(i, (a, t))| JobSpec { id: i as u64, app: a.to_string(), submit_s: *t }).collect(),
+    )
+}
+
+fn titanxp(n: usize) -> ClusterSpec {
+    ClusterSpec::single_node(gpu::lookup("titanxp").unwrap(), n)
+}
+
+fn simulate(
+    policy: &dyn Policy,
+    lib: &AppLibrary,
+    set: &JobSet,
+    gpus: usize,
+    interference: Arc<dyn Interference>,
+) -> Result<SimResult, SimError> {
+    let config = SimConfig { record_events: true, ..SimConfig::default() };
+    run(policy, &titanxp(gpus), lib, set, interference, config)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+// ---------------------------------------------------------------- metric formulas
+
+#[test]
+fn exclusive_sjf_runs_jobs_back_to_back() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0), steady("b", 20, 80.0, 3072.0)]);
+    // b is submitted first but is longer: SJF runs a first.
+    let set = jobs(&[("b", 0.0), ("a", 0.0)]);
+    let r = simulate(&TestSjf, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert!(close(r.makespan_s, 30.0), "{}", r.makespan_s);
+    let (b, a) = (&r.jobs[0], &r.jobs[1]);
+    assert_eq!((a.start_s, a.finish_s), (Some(0.0), Some(10.0)));
+    assert!(close(b.start_s.unwrap(), 10.0) && close(b.finish_s.unwrap(), 30.0));
+    assert!(close(b.wait_s.unwrap(), 10.0));
+    assert!(close(b.exec_slowdown.unwrap(), 1.0) && close(b.jct_slowdown.unwrap(), 1.5));
+    assert!(close(a.jct_slowdown.unwrap(), 1.0));
+    // util: (50 x 10 + 80 x 20) / 30 = 70; memory: (1024 x 10 + 3072 x 20) / 12288 / 30 x 100.
+    assert!(close(r.avg_gpu_util_pct, 70.0), "{}", r.avg_gpu_util_pct);
+    let mem = (1024.0 * 10.0 + 3072.0 * 20.0) / 12288.0 / 30.0 * 100.0;
+    assert!(close(r.avg_gpu_mem_util_pct, mem), "{} vs {mem}", r.avg_gpu_mem_util_pct);
+    // bound: max(longest 20 s, work 2100 / 100 = 21 s).
+    assert!(close(r.lower_bound_s, 21.0) && close(r.makespan_over_bound, 30.0 / 21.0));
+    assert_eq!((r.slowdown_buckets.none, r.oom_kills, r.restarts), (2, 0, 0));
+    assert!(r.completed);
+    // job-steps: one job in each of the 30 one-second steps.
+    assert_eq!(r.job_steps, 30);
+}
+
+#[test]
+fn ideal_sharing_overlaps_jobs_and_caps_util_at_100() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0), steady("b", 20, 80.0, 3072.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert!(close(r.makespan_s, 20.0));
+    // [0,10): min(100, 130) = 100; [10,20): 80 -> 1800 / 20 = 90.
+    assert!(close(r.avg_gpu_util_pct, 90.0), "{}", r.avg_gpu_util_pct);
+    assert_eq!(r.slowdown_buckets.none, 2);
+    // Ideal sharing beats the work bound (21 s), as docs/SIMULATOR.md warns.
+    assert!(r.makespan_over_bound < 1.0);
+}
+
+#[test]
+fn contention_slows_jobs_and_finish_times_are_interpolated() {
+    // 70 + 80 = 150% -> both at 2/3: a (5 s) finishes at 7.5 s; b has 5 s left, alone: 12.5 s.
+    let lib = library(vec![steady("a", 5, 70.0, 1024.0), steady("b", 10, 80.0, 1024.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(FairShare)).unwrap();
+    let (a, b) = (&r.jobs[0], &r.jobs[1]);
+    assert!(close(a.finish_s.unwrap(), 7.5), "{:?}", a.finish_s);
+    assert!(close(b.finish_s.unwrap(), 12.5), "{:?}", b.finish_s);
+    assert!(close(r.makespan_s, 12.5));
+    // a: 1.5 -> ge20; b: 1.25 -> ge20.
+    assert_eq!(r.slowdown_buckets.ge20, 2);
+    // util: the GPU is saturated (100%) for 7.5 s, then b alone at 80% for 5 s.
+    assert!(close(r.avg_gpu_util_pct, (100.0 * 7.5 + 80.0 * 5.0) / 12.5), "{}", r.avg_gpu_util_pct);
+}
+
+#[test]
+fn slowdown_bucket_boundaries() {
+    let b = dqngpu_sim::SlowdownBuckets::from_slowdowns([1.0, 1.02, 1.03, 1.0999, 1.10, 1.1999, 1.20, 3.0]);
+    assert_eq!((b.none, b.lt10, b.from10to20, b.ge20), (2, 2, 2, 2));
+}
+
+#[test]
+fn lower_bound_accounts_for_arrivals() {
+    let j = |submit_s, solo_s, util_work| BoundJob { submit_s, solo_s, util_work };
+    // All at 0: max(longest 10, 1500 / 100) = 15.
+    assert!(close(lower_bound_s(&[j(0.0, 10.0, 1000.0), j(0.0, 5.0, 500.0)], 1), 15.0));
+    // A late job: 100 + its own 10 s.
+    assert!(close(lower_bound_s(&[j(0.0, 10.0, 1000.0), j(100.0, 10.0, 1000.0)], 1), 110.0));
+    // Work arriving at T = 5 must be done after 5: 5 + (800 + 800) / 100 = 21 > 8 + 8.
+    assert!(close(lower_bound_s(&[j(5.0, 8.0, 800.0), j(5.0, 8.0, 800.0), j(0.0, 1.0, 10.0)], 1), 21.0));
+    // Two GPUs halve the work term.
+    assert!(close(lower_bound_s(&[j(0.0, 10.0, 1000.0), j(0.0, 10.0, 1000.0)], 2), 10.0));
+}
+
+#[test]
+fn poisson_arrivals_wait_for_their_time() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0)]);
+    let set = jobs(&[("a", 0.0), ("a", 100.5)]);
+    let r = simulate(&TestSjf, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!(r.jobs[1].start_s, Some(100.5));
+    assert!(close(r.makespan_s, 110.5));
+    assert!(close(r.lower_bound_s, 110.5));
+    let arrivals = r.events.iter().filter(|e| matches!(e, SimEvent::Arrival { .. })).count();
+    assert_eq!(arrivals, 2);
+}
+
+// ---------------------------------------------------------------- OOM
+
+#[test]
+fn growing_job_is_killed_requeued_and_avoids_its_neighbour() {
+    // b grows from 2 GiB to 6 GiB at progress 5 s; beside a's 8000 MiB that overflows 12288 MiB.
+    let mut b = vec![Resources::new(30.0, 2048.0, 30.0, 0.0); 5];
+    b.extend(vec![Resources::new(30.0, 6144.0, 30.0, 0.0); 5]);
+    let lib = library(vec![steady("a", 20, 30.0, 8000.0), profile("b", b)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!(r.oom_kills, 1);
+    let (ja, jb) = (&r.jobs[0], &r.jobs[1]);
+    assert_eq!((ja.restarts, jb.restarts), (0, 1));
+    // b lost its 5 s of progress and waited for a (it avoids app a): restart at 20, done at 30.
+    assert!(close(jb.last_start_s.unwrap(), 20.0) && close(jb.finish_s.unwrap(), 30.0));
+    assert_eq!(jb.start_s, Some(0.0));
+    assert!(close(jb.exec_slowdown.unwrap(), 3.0));
+    let oom: Vec<_> = r.events.iter().filter(|e| matches!(e, SimEvent::Oom { .. })).collect();
+    assert_eq!(oom.len(), 1);
+    match oom[0] {
+        SimEvent::Oom { t_s, job, demand_mib, .. } => {
+            assert!(close(*t_s, 5.0));
+            assert_eq!(*job, 1);
+            assert!(close(*demand_mib, 8000.0 + 6144.0));
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn placement_that_overflows_kills_the_newest_at_once() {
+    let lib = library(vec![steady("a", 10, 30.0, 7000.0), steady("b", 10, 30.0, 7000.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!(r.oom_kills, 1);
+    assert_eq!(r.jobs[1].restarts, 1, "the newest placed (b) is the one killed");
+    assert!(close(r.makespan_s, 20.0));
+}
+
+#[test]
+fn older_job_growing_is_killed_not_the_newest() {
+    // a (started first) grows at 3 s; b (newer, steady) keeps running.
+    let mut a = vec![Resources::new(30.0, 1000.0, 30.0, 0.0); 3];
+    a.extend(vec![Resources::new(30.0, 9000.0, 30.0, 0.0); 3]);
+    let lib = library(vec![profile("a", a), steady("b", 10, 30.0, 6000.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!((r.jobs[0].restarts, r.jobs[1].restarts), (1, 0));
+}
+
+#[test]
+fn a_policy_that_keeps_overflowing_hits_the_restart_limit() {
+    /// Places every waiting job on GPU 0, ignoring avoid_apps.
+    struct Stubborn;
+    impl Policy for Stubborn {
+        fn name(&self) -> &str {
+            "stubborn"
+        }
+        fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+            vec![Placement { gpu: 0, jobs: view.queue.iter().map(|q| q.id).collect() }]
+        }
+    }
+    let lib = library(vec![steady("a", 1000, 30.0, 7000.0), steady("b", 10, 30.0, 7000.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let e = simulate(&Stubborn, &lib, &set, 1, Arc::new(NoInterference)).unwrap_err();
+    assert!(matches!(e, SimError::TooManyRestarts { job: 1, .. }), "{e}");
+    assert!(e.to_string().contains("stubborn"));
+}
+
+// ---------------------------------------------------------------- errors
+
+#[test]
+fn holding_forever_is_an_error_naming_the_policy() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0)]);
+    let e = simulate(&Holder, &lib, &jobs(&[("a", 0.0)]), 1, Arc::new(NoInterference)).unwrap_err();
+    assert!(matches!(e, SimError::NoProgress { queued: 1, .. }), "{e}");
+    assert!(e.to_string().contains("test-holder"), "{e}");
+}
+
+#[test]
+fn invalid_decisions_are_refused() {
+    struct Bad(Placement);
+    impl Policy for Bad {
+        fn name(&self) -> &str {
+            "bad"
+        }
+        fn decide(&self, _view: &ClusterView<'_>) -> Vec<Placement> {
+            vec![self.0.clone()]
+        }
+    }
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0)]);
+    let set = jobs(&[("a", 0.0)]);
+    for p in [Placement { gpu: 3, jobs: vec![0] }, Placement { gpu: 0, jobs: vec![7] }, Placement { gpu: 0, jobs: vec![0, 0] }]
+    {
+        let e = simulate(&Bad(p), &lib, &set, 1, Arc::new(NoInterference)).unwrap_err();
+        assert!(matches!(e, SimError::Decision(_)), "{e}");
+        assert!(e.to_string().contains("bad"), "{e}");
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0), steady("huge", 10, 50.0, 20000.0)]);
+    let e = simulate(&TestSjf, &lib, &jobs(&[("nosuch", 0.0)]), 1, Arc::new(NoInterference)).unwrap_err();
+    assert!(e.is_usage() && e.to_string().contains("nosuch") && e.to_string().contains("huge"), "{e}");
+    let e = simulate(&TestSjf, &lib, &jobs(&[("huge", 0.0)]), 1, Arc::new(NoInterference)).unwrap_err();
+    assert!(!e.is_usage() && e.to_string().contains("gpu_mem_mib") && e.to_string().contains("20000"), "{e}");
+    let config = SimConfig { step_s: 0.0, ..SimConfig::default() };
+    let e = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), config).err().unwrap();
+    assert!(matches!(e, SimError::Config(_)), "{e}");
+}
+
+// ---------------------------------------------------------------- stepping API
+
+#[test]
+fn stepping_api_matches_run_and_decides_only_at_events() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0), steady("b", 20, 80.0, 3072.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let mut sim = Simulator::new(&titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
+    sim.set_policy_name("test-sjf");
+    let mut decided_at = Vec::new();
+    while !sim.done() {
+        if sim.needs_decision() {
+            decided_at.push(sim.now_s());
+            let d = TestSjf.decide(&sim.view());
+            sim.apply(&d).unwrap();
+        }
+        sim.step();
+    }
+    // t = 0 (arrivals), then the ticks at 10 s ... but a finishes at 10 s too: one decision.
+    assert_eq!(decided_at, vec![0.0, 10.0]);
+    let stepped = sim.finish();
+    let ran = run(&TestSjf, &titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
+    assert_eq!(stepped, ran);
+    assert!(ran.events.is_empty(), "events are recorded only when asked for");
+}
+
+// ---------------------------------------------------------------- workloads and determinism
+
+fn thesis_like_library() -> AppLibrary {
+    library(vec![
+        steady("heavy1", 30, 90.0, 7000.0),
+        steady("heavy2", 50, 60.0, 8000.0),
+        steady("light1", 40, 20.0, 1000.0),
+        steady("light2", 25, 10.0, 2000.0),
+    ])
+}
+
+#[test]
+fn draw_is_seeded_and_uses_only_class_members() {
+    let lib = thesis_like_library();
+    let a = draw(&lib, WorkloadClass::GpuLight, 30, 7, Arrivals::AllAtZero).unwrap();
+    assert_eq!(a, draw(&lib, WorkloadClass::GpuLight, 30, 7, Arrivals::AllAtZero).unwrap());
+    assert_ne!(a, draw(&lib, WorkloadClass::GpuLight, 30, 8, Arrivals::AllAtZero).unwrap());
+    assert_eq!(a.jobs.len(), 30);
+    assert!(a.jobs.iter().all(|j| j.app.starts_with("light") && j.submit_s == 0.0));
+    assert_eq!((a.seed, a.class, a.library.as_deref()), (Some(7), Some(WorkloadClass::GpuLight), Some("test")));
+    let apps: BTreeSet<_> = a.jobs.iter().map(|j| j.app.as_str()).collect();
+    assert_eq!(apps.len(), 2, "both members drawn in 30 jobs");
+    assert!(draw(&lib, WorkloadClass::MemHeavy, 0, 1, Arrivals::AllAtZero).is_err());
+    assert!(draw(&lib, WorkloadClass::Random, 3, 1, Arrivals::Poisson { rate_per_s: -1.0 }).is_err());
+}
+
+#[test]
+fn poisson_draw_has_increasing_times_and_the_right_mean_gap() {
+    let lib = thesis_like_library();
+    let p = draw(&lib, WorkloadClass::Random, 2000, 3, Arrivals::Poisson { rate_per_s: 0.5 }).unwrap();
+    let t: Vec<f64> = p.jobs.iter().map(|j| j.submit_s).collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]) && t[0] > 0.0);
+    let mean_gap = t[t.len() - 1] / t.len() as f64;
+    assert!((mean_gap - 2.0).abs() < 0.2, "mean gap {mean_gap}, expected 1/rate = 2 s");
+    // The same seed draws the same apps whatever the arrival process.
+    let z = draw(&lib, WorkloadClass::Random, 2000, 3, Arrivals::AllAtZero).unwrap();
+    assert!(z.jobs.iter().zip(&p.jobs).all(|(a, b)| a.app == b.app));
+    // It survives a CSV round trip.
+    assert_eq!(JobSet::parse_csv(&p.to_csv(), None).unwrap().jobs, p.jobs);
+}
+
+#[test]
+fn same_seed_same_result() {
+    let lib = thesis_like_library();
+    for name in dqngpu_policy::NAMES {
+        let set = draw(&lib, WorkloadClass::Random, 20, 11, Arrivals::Poisson { rate_per_s: 0.1 }).unwrap();
+        let p = dqngpu_policy::by_name(name, 5).unwrap();
+        let a = simulate(p.as_ref(), &lib, &set, 2, Arc::new(FairShare)).unwrap();
+        let b = simulate(p.as_ref(), &lib, &set, 2, Arc::new(FairShare)).unwrap();
+        assert_eq!(a, b, "{name}");
+        assert!(a.completed && a.makespan_s >= a.lower_bound_s - 1e-9, "{name}");
+    }
+}
+
+// ---------------------------------------------------------------- memory from the event log
+
+/// Replays an event log: the jobs on each GPU follow start / finish / oom events; every
+/// memory record must list exactly those jobs, each with the memory its own profile gives at
+/// the logged progress, summing to no more than the GPU has. Every start is followed by a
+/// memory record of that GPU at the same time. Returns the number of memory records.
+fn check_memory_from_log(
+    events: &[SimEvent],
+    lib: &AppLibrary,
+    set: &JobSet,
+    cluster: &ClusterSpec,
+) -> Result<usize, String> {
+    macro_rules! ensure {
+        ($cond:expr, $($msg:tt)+) => {
+            if !$cond {
+                return Err(format!($($msg)+));
+            }
+        };
+    }
+    let caps: Vec<f64> = cluster.gpus().iter().map(|g| g.spec.memory_mib).collect();
+    let app_of: HashMap<JobId, &str> = set.jobs.iter().map(|j| (j.id, j.app.as_str())).collect();
+    let mut on_gpu: Vec<BTreeSet<JobId>> = vec![BTreeSet::new(); caps.len()];
+    let mut unrecorded_start: Vec<Option<f64>> = vec![None; caps.len()];
+    let mut records = 0;
+    for e in events {
+        match e {
+            SimEvent::Start { gpu, job, t_s, .. } => {
+                ensure!(on_gpu[*gpu].insert(*job), "job {job} started twice");
+                unrecorded_start[*gpu] = Some(*t_s);
+            }
+            SimEvent::Finish { gpu, job, .. } | SimEvent::Oom { gpu, job, .. } => {
+                ensure!(on_gpu[*gpu].remove(job), "job {job} left GPU {gpu} it was not on");
+            }
+            SimEvent::Memory { t_s, gpu, used_mib, capacity_mib, jobs } => {
+                records += 1;
+                ensure!(*capacity_mib == caps[*gpu], "GPU {gpu} capacity {capacity_mib}");
+                let listed: BTreeSet<JobId> = jobs.iter().map(|j| j.job).collect();
+                ensure!(listed == on_gpu[*gpu], "memory record at {t_s} lists {listed:?}, the log says {:?}", on_gpu[*gpu]);
+                let mut sum = 0.0;
+                for j in jobs {
+                    let p = lib.get(app_of[&j.job]).map_err(|e| e.to_string())?;
+                    let want = p.demand_at(j.progress_s).gpu_mem_mib;
+                    ensure!(j.mem_mib == want, "job {} at {}: {} MiB, profile says {want}", j.job, j.progress_s, j.mem_mib);
+                    sum += j.mem_mib;
+                }
+                ensure!((sum - used_mib).abs() < 1e-6, "used {used_mib} but jobs sum to {sum}");
+                ensure!(sum <= caps[*gpu] + 1e-9, "GPU {gpu} holds {sum} MiB > {} at t = {t_s}", caps[*gpu]);
+                if unrecorded_start[*gpu] == Some(*t_s) {
+                    unrecorded_start[*gpu] = None;
+                }
+            }
+            SimEvent::Arrival { .. } => {}
+        }
+        let ok = unrecorded_start.iter().all(|s| s.is_none_or(|t| t == e.t_s()));
+        ensure!(ok, "a start was not followed by a memory record at its time (next event {e:?})");
+    }
+    ensure!(unrecorded_start.iter().all(Option::is_none), "a start at the end of the log has no memory record");
+    Ok(records)
+}
+
+mod memory_property {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A time-varying profile: a few phases of random length, util and memory.
+    fn arb_profile(name: String, cap: f64) -> impl Strategy<Value = Arc<AppProfile>> {
+        prop::collection::vec((1usize..8, 0.0f64..100.0, 0.0f64..1.0), 1..5).prop_map(move |phases| {
+            let samples = phases
+                .into_iter()
+                .flat_map(|(len, util, mem)| vec![Resources::new(util, (mem * cap * 0.9).round(), util, 50.0); len])
+                .collect();
+            profile(&name, samples)
+        })
+    }
+
+    fn arb_case() -> impl Strategy<Value = (AppLibrary, JobSet, usize, usize, bool)> {
+        let cap = 12288.0;
+        (2usize..5)
+            .prop_flat_map(move |n_apps| {
+                let profiles: Vec<_> = (0..n_apps).map(|i| arb_profile(format!("app{i}"), cap)).collect();
+                (profiles, prop::collection::vec((0..n_apps, 0.0f64..30.0), 1..10), 1usize..3, 0..dqngpu_policy::NAMES.len(), any::<bool>())
+            })
+            .prop_map(|(profiles, picks, gpus, policy, fair)| {
+                let set = JobSet::new(
+                    picks
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (a, t))| JobSpec { id: i as u64, app: format!("app{a}"), submit_s: t.floor() })
+                        .collect(),
+                );
+                (library(profiles), set, gpus, policy, fair)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn no_gpu_ever_holds_more_memory_than_it_has((lib, set, gpus, policy, fair) in arb_case()) {
+            let name = dqngpu_policy::NAMES[policy];
+            let p = dqngpu_policy::by_name(name, 1).unwrap();
+            let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
+            let config = SimConfig { record_events: true, max_restarts: 1000, ..SimConfig::default() };
+            let cluster = titanxp(gpus);
+            let r = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
+            prop_assert!(r.completed);
+            // The log must survive JSON lines unchanged: check what a reader of the file would see.
+            let text: String = r.events.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
+            let events: Vec<SimEvent> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            prop_assert_eq!(&events, &r.events);
+            let records = check_memory_from_log(&events, &lib, &set, &cluster);
+            prop_assert!(matches!(records, Ok(n) if n > 0), "{:?}", records);
+            let ooms = events.iter().filter(|e| matches!(e, SimEvent::Oom { .. })).count() as u64;
+            prop_assert_eq!(ooms, r.oom_kills);
+        }
+    }
+
+    #[test]
+    fn the_log_checker_catches_an_overcommitted_gpu() {
+        let lib = library(vec![steady("a", 10, 50.0, 8000.0)]);
+        let set = jobs(&[("a", 0.0), ("a", 0.0)]);
+        let forged = vec![
+            SimEvent::Start { t_s: 0.0, job: 0, app: "a".into(), gpu: 0 },
+            SimEvent::Start { t_s: 0.0, job: 1, app: "a".into(), gpu: 0 },
+            SimEvent::Memory {
+                t_s: 0.0,
+                gpu: 0,
+                used_mib: 16000.0,
+                capacity_mib: 12288.0,
+                jobs: vec![
+                    dqngpu_sim::JobMemory { job: 0, progress_s: 0.0, mem_mib: 8000.0 },
+                    dqngpu_sim::JobMemory { job: 1, progress_s: 0.0, mem_mib: 8000.0 },
+                ],
+            },
+        ];
+        let e = check_memory_from_log(&forged, &lib, &set, &titanxp(1)).unwrap_err();
+        assert!(e.contains("16000"), "{e}");
+        // Dropping the second start makes the record list a job the log never started.
+        let mut missing = forged.clone();
+        missing.remove(1);
+        assert!(check_memory_from_log(&missing, &lib, &set, &titanxp(1)).unwrap_err().contains("lists"));
+    }
+}
