@@ -1,14 +1,121 @@
 //! The thesis's Section V end to end: draw job sets, train the RL agents, evaluate every
 //! scheduler on every workload class over seeds never used in training, and write
 //! `results.json`, `summary.csv`, `report.md`, `report.html` and the plots.
+//!
+//! ```no_run
+//! let cfg = dqngpu_experiment::ExperimentConfig::default().quick();
+//! let res = dqngpu_experiment::run(&cfg, true, false).unwrap();
+//! dqngpu_experiment::output::write_all(&res, std::path::Path::new("results")).unwrap();
+//! ```
 
+pub mod agents;
 pub mod config;
 pub mod error;
+pub mod output;
 pub mod plots;
+pub mod report;
 pub mod reported;
 pub mod results;
+pub mod runner;
 pub mod stats;
+
+use std::time::Instant;
+
+use dqngpu_model::{ModelError, Policy};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use config::ExperimentConfig;
 pub use error::ExperimentError;
 pub use results::ExperimentResults;
+
+/// Splits the configured schedulers into heuristics and RL agents; unknown names are a usage
+/// error listing every valid one.
+fn classify(names: &[String]) -> Result<(Vec<String>, Vec<String>), ModelError> {
+    let (mut heur, mut rl) = (Vec::new(), Vec::new());
+    for n in names {
+        if agents::RL_SCHEDULERS.contains(&n.as_str()) {
+            rl.push(n.clone());
+        } else if dqngpu_policy::by_name(n, 0).is_ok() {
+            heur.push(n.clone());
+        } else {
+            return Err(ModelError::UnknownName {
+                what: "scheduler",
+                name: n.clone(),
+                valid: dqngpu_policy::NAMES.iter().chain(agents::RL_SCHEDULERS.iter()).map(|s| s.to_string()).collect(),
+            });
+        }
+    }
+    Ok((heur, rl))
+}
+
+/// Runs the experiment `cfg` describes (`quick` only labels the results; pass
+/// `cfg.quick()` for the small version). `progress` draws bars on stderr.
+pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<ExperimentResults, ExperimentError> {
+    let started = Instant::now();
+    cfg.validate(None)?;
+    let (_, rl) = classify(&cfg.schedulers.names)?;
+    let setup = runner::Setup::new(cfg)?;
+    let bars = MultiProgress::with_draw_target(if progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
+
+    let (trained, skipped) = agents::train(cfg, &setup, &rl, &bars)?;
+    let evaluated: Vec<String> = cfg
+        .schedulers
+        .names
+        .iter()
+        .filter(|n| !skipped.iter().any(|s| &s.scheduler == *n))
+        .cloned()
+        .collect();
+    if !evaluated.contains(&cfg.schedulers.baseline) {
+        return Err(ExperimentError::Run {
+            what: format!("baseline `{}`", cfg.schedulers.baseline),
+            message: "was skipped; every comparison is normalised to it".into(),
+        });
+    }
+
+    let bar = bars.add(ProgressBar::new(0));
+    bar.set_style(
+        ProgressStyle::with_template("evaluate {bar:30} {pos}/{len} runs [{elapsed_precise} < {eta_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let factory = |name: &str, seed: u64| -> Result<Box<dyn Policy + '_>, ExperimentError> {
+        match trained.iter().find(|a| a.name == name) {
+            Some(a) => Ok(Box::new(Shared(a.policy.as_ref()))),
+            None => Ok(dqngpu_policy::by_name(name, seed)?),
+        }
+    };
+    let (runs, timelines) = runner::evaluate(cfg, &setup, &evaluated, &factory, &bar)?;
+    bar.finish_and_clear();
+
+    let training: Vec<results::TrainingRecord> = trained.iter().map(|a| a.record.clone()).collect();
+    let summary = results::summarise(&runs, &cfg.workloads.classes, &evaluated, &training);
+    let focus = &cfg.workloads.focus;
+    Ok(ExperimentResults {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        config: cfg.clone(),
+        quick,
+        eval_seeds: cfg.eval_seeds(),
+        training_seeds: cfg.training_seeds(),
+        slowdown: results::slowdown_means(&runs, focus, &evaluated),
+        training_overhead: results::training_overhead(&summary, focus, &cfg.schedulers.baseline),
+        cost: results::costs(&summary, focus, cfg),
+        schedulers: evaluated,
+        skipped,
+        runs,
+        summary,
+        timelines,
+        training,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// A borrowed policy, boxed for the factory.
+struct Shared<'a>(&'a dyn Policy);
+
+impl Policy for Shared<'_> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        self.0.decide(view)
+    }
+}

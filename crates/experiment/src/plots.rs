@@ -47,6 +47,15 @@ pub struct PlotFile {
     pub png_bytes: Vec<u8>,
 }
 
+/// Y tick labels: whole numbers on big axes, two decimals on small ones.
+fn tick(v: &f64) -> String {
+    if v.abs() >= 10.0 || *v == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
@@ -172,7 +181,7 @@ impl Chart for BarChart {
                 .margin(8)
                 .x_label_area_size(34)
                 .y_label_area_size(80)
-                .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+                .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..ymax)
                 .map_err(err)?;
             let names = &self.schedulers;
             chart
@@ -184,6 +193,7 @@ impl Chart for BarChart {
                     _ => String::new(),
                 })
                 .y_desc(&panel.y_desc)
+                .y_label_formatter(&tick)
                 .label_style((FONT, 15))
                 .axis_desc_style((FONT, 16))
                 .draw()
@@ -266,7 +276,7 @@ impl Chart for StackedChart {
             .margin(10)
             .x_label_area_size(34)
             .y_label_area_size(80)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+            .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0f64..ymax)
             .map_err(err)?;
         let names = &self.schedulers;
         chart
@@ -278,6 +288,7 @@ impl Chart for StackedChart {
                 _ => String::new(),
             })
             .y_desc(&self.y_desc)
+            .y_label_formatter(&tick)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -470,6 +481,9 @@ mod tests {
         assert!(std::fs::read_to_string(p.svg).unwrap().contains("no agent trained"));
         let curves = CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![("dqngpu".into(), 4, vec![(0.0, 3.0), (1.0, 2.0)])], empty_note: String::new() };
         write_chart(&curves, dir.path(), "curves2", "C").unwrap();
+        let one = BarChart { schedulers: vec!["sjf".into()], colours: vec![0], panels: bars.panels[..1].to_vec() };
+        let one_panel = BarPanel { values: vec![(5.0, 1.0)], thesis: vec![None], ..one.panels[0].clone() };
+        write_chart(&BarChart { panels: vec![one_panel], ..one }, dir.path(), "one", "One").unwrap();
         // No temporary files are left behind.
         assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp")));
     }

@@ -17,16 +17,16 @@ pub struct JobRecord {
     pub gpu: Option<usize>,
     /// Submission time, s.
     pub submit_s: f64,
-    /// Start of its last (successful) attempt, s.
-    pub start_s: f64,
+    /// First start, s.
+    pub start_s: Option<f64>,
     /// Finish time, s.
-    pub finish_s: f64,
+    pub finish_s: Option<f64>,
     /// Execution time alone, s.
     pub solo_s: f64,
-    /// Execution time / solo time (thesis's slowdown).
-    pub exec_slowdown: f64,
+    /// (finish - first start) / solo time (thesis's slowdown).
+    pub exec_slowdown: Option<f64>,
     /// (finish - submit) / solo time (DeepRM's slowdown).
-    pub jct_slowdown: f64,
+    pub jct_slowdown: Option<f64>,
     /// Restarts after OOM kills.
     pub restarts: u32,
 }
@@ -49,14 +49,12 @@ impl SlowdownBuckets {
     pub fn of(exec_slowdowns: impl IntoIterator<Item = f64>) -> Self {
         let mut b = SlowdownBuckets::default();
         for s in exec_slowdowns {
-            // Edges get a hair of tolerance: 1.2 - 1.0 is 0.19999999999999996 in f64.
-            const EPS: f64 = 1e-9;
-            let pct = (s - 1.0) * 100.0;
-            if pct <= 2.0 + EPS {
+            // The simulator's edges (dqngpu_sim::SlowdownBuckets), so both count alike.
+            if s <= 1.02 {
                 b.none += 1;
-            } else if pct < 10.0 - EPS {
+            } else if s < 1.10 {
                 b.lt10 += 1;
-            } else if pct < 20.0 - EPS {
+            } else if s < 1.20 {
                 b.from10to20 += 1;
             } else {
                 b.ge20 += 1;
@@ -310,7 +308,7 @@ pub struct ExperimentResults {
 
 /// Training time of `scheduler` (0 when it was not trained).
 pub fn train_s_of(training: &[TrainingRecord], scheduler: &str) -> f64 {
-    training.iter().filter(|t| t.scheduler == scheduler).map(|t| t.train_s).sum()
+    training.iter().filter(|t| t.scheduler == scheduler).map(|t| t.train_s).fold(0.0, |a, b| a + b)
 }
 
 /// One summary row per (class, scheduler) present in `runs`, in the given orders.
@@ -464,11 +462,11 @@ pub(crate) mod tests {
                 app: "vgg16".into(),
                 gpu: Some(0),
                 submit_s: 0.0,
-                start_s: 0.0,
-                finish_s: 100.0 * s,
+                start_s: Some(0.0),
+                finish_s: Some(100.0 * s),
                 solo_s: 100.0,
-                exec_slowdown: s,
-                jct_slowdown: s,
+                exec_slowdown: Some(s),
+                jct_slowdown: Some(s),
                 restarts: 0,
             })
             .collect();
@@ -488,7 +486,7 @@ pub(crate) mod tests {
 
     #[test]
     fn buckets_follow_the_thesis_edges() {
-        let b = SlowdownBuckets::of([1.0, 1.02, 1.021, 1.099, 1.1, 1.199, 1.2, 3.0]);
+        let b = SlowdownBuckets::of([1.0, 1.019, 1.021, 1.099, 1.1, 1.199, 1.2, 3.0]);
         assert_eq!(b.counts(), [2, 2, 2, 2]);
     }
 

@@ -1,8 +1,25 @@
 //! Interference models: how fast jobs progress when they share a GPU.
 //!
-//! (Being written: the `contention` model fitted to measured pairs, `measured`, `none`.)
+//! - [`Contention`] (`contention`, the default): over-subscribed GPU compute, SM or PCIe slows
+//!   every job on the card, plus a co-location overhead; parameters fitted to the Lucid pairs by
+//!   [`calibrate`] (the fitted values are the built-in defaults).
+//! - [`Measured`] (`measured`): the measured speed of a pair found in the Lucid pairs table,
+//!   `contention` elsewhere.
+//! - [`NoInterference`] (`none`): every job runs as fast as alone.
+//!
+//! Models are called by the simulator every step for every GPU: they never allocate.
 
-use dqngpu_model::{GpuSpec, Resources};
+pub mod calibrate;
+mod contention;
+mod measured;
+mod none;
+pub mod pairs;
+
+use dqngpu_model::{GpuSpec, ModelError, Resources};
+
+pub use contention::{Contention, ContentionParams, MIN_RATE};
+pub use measured::{Measured, PairTable};
+pub use none::NoInterference;
 
 /// What an interference model sees of one job sharing a GPU.
 #[derive(Debug, Clone, Copy)]
@@ -21,4 +38,47 @@ pub trait Interference: Send + Sync {
     /// Writes into `rates[i]` the progress rate of `jobs[i]` (1.0 = as fast as alone, in
     /// (0, 1]) while exactly these jobs share `gpu`. `rates.len() == jobs.len()`.
     fn rates(&self, gpu: &GpuSpec, jobs: &[JobLoad<'_>], rates: &mut [f64]);
+}
+
+/// The model names [`by_name`] accepts; the first is the default.
+pub const MODEL_NAMES: [&str; 3] = ["contention", "measured", "none"];
+
+/// The default model's name.
+pub const DEFAULT_MODEL: &str = MODEL_NAMES[0];
+
+/// A model by name. `measured` reads the Lucid pairs from the located shared data (see
+/// [`dqngpu_model::library::lucid::locate_data_dir`]); use [`Measured::new`] to give a table.
+/// An unknown name is a usage error listing the valid names.
+pub fn by_name(name: &str) -> Result<Box<dyn Interference>, ModelError> {
+    match name {
+        "contention" => Ok(Box::new(Contention::default())),
+        "none" => Ok(Box::new(NoInterference)),
+        "measured" => Ok(Box::new(Measured::from_shared_data()?)),
+        other => Err(ModelError::UnknownName {
+            what: "interference model",
+            name: other.to_string(),
+            valid: MODEL_NAMES.iter().map(|s| s.to_string()).collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_name_lists_the_valid_ones() {
+        let e = by_name("ideal").err().map(|e| (e.is_usage(), e.to_string()));
+        let (usage, msg) = e.unwrap_or_default();
+        assert!(usage, "{msg}");
+        for n in MODEL_NAMES {
+            assert!(msg.contains(n), "{msg}");
+        }
+    }
+
+    #[test]
+    fn names_resolve() {
+        assert_eq!(by_name("contention").map(|m| m.name().to_string()).ok().as_deref(), Some("contention"));
+        assert_eq!(by_name("none").map(|m| m.name().to_string()).ok().as_deref(), Some("none"));
+    }
 }

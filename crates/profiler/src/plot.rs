@@ -84,6 +84,8 @@ pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<
             .configure_mesh()
             .x_desc("progress time (s)")
             .y_desc(axis_label(r))
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
             .draw()

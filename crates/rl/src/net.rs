@@ -15,6 +15,18 @@ use crate::error::RlError;
 /// Logit added to disallowed actions so their probability is exactly zero after softmax.
 const MASKED_LOGIT: f32 = -1.0e9;
 
+/// How the network maps an observation to action logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Head {
+    /// DeepRM: the whole observation in, one logit per action out.
+    #[default]
+    Joint,
+    /// The observation is `n_actions` equal blocks, one per action; the same MLP scores each
+    /// block (one logit), so many actions share one set of weights (DqnGPU's 2^M actions).
+    PerAction,
+}
+
 /// An MLP policy: `obs -> [Linear -> ReLU]* -> Linear -> logits`.
 #[derive(Debug, Clone)]
 pub struct PolicyNet {
@@ -22,18 +34,32 @@ pub struct PolicyNet {
     layers: Vec<(Var, Var)>,
     obs_len: usize,
     n_actions: usize,
+    head: Head,
+}
+
+/// Layer sizes, input first.
+fn layer_sizes(obs_len: usize, hidden: &[usize], n_actions: usize, head: Head) -> Vec<usize> {
+    let (input, output) = match head {
+        Head::Joint => (obs_len, n_actions),
+        Head::PerAction => (obs_len / n_actions.max(1), 1),
+    };
+    let mut sizes = vec![input];
+    sizes.extend_from_slice(hidden);
+    sizes.push(output);
+    sizes
 }
 
 impl PolicyNet {
     /// A fresh network, weights drawn from `seed` (Glorot-uniform, zero biases).
-    pub fn new(obs_len: usize, hidden: &[usize], n_actions: usize, seed: u64) -> Result<Self, RlError> {
+    pub fn new(obs_len: usize, hidden: &[usize], n_actions: usize, head: Head, seed: u64) -> Result<Self, RlError> {
         if obs_len == 0 || n_actions == 0 || hidden.contains(&0) {
             return Err(RlError::Config { field: "network", message: "layer sizes must be positive".into() });
         }
+        if head == Head::PerAction && obs_len % n_actions != 0 {
+            return Err(RlError::Config { field: "network", message: "observation is not one block per action".into() });
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut sizes = vec![obs_len];
-        sizes.extend_from_slice(hidden);
-        sizes.push(n_actions);
+        let sizes = layer_sizes(obs_len, hidden, n_actions, head);
         let mut layers = Vec::new();
         for w in sizes.windows(2) {
             let (fan_in, fan_out) = (w[0], w[1]);
@@ -43,7 +69,12 @@ impl PolicyNet {
             let bias = Var::zeros(fan_out, DType::F32, &Device::Cpu)?;
             layers.push((weight, bias));
         }
-        Ok(PolicyNet { layers, obs_len, n_actions })
+        Ok(PolicyNet { layers, obs_len, n_actions, head })
+    }
+
+    /// How logits are produced.
+    pub fn head(&self) -> Head {
+        self.head
     }
 
     /// Observation length.
@@ -68,7 +99,11 @@ impl PolicyNet {
 
     /// Logits for a batch `(rows, obs_len)`.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor, RlError> {
-        let mut h = x.clone();
+        let rows = x.dims()[0];
+        let mut h = match self.head {
+            Head::Joint => x.clone(),
+            Head::PerAction => x.reshape((rows * self.n_actions, self.obs_len / self.n_actions))?,
+        };
         let last = self.layers.len() - 1;
         for (i, (w, b)) in self.layers.iter().enumerate() {
             h = h.matmul(w.as_tensor())?.broadcast_add(b.as_tensor())?;
@@ -76,7 +111,10 @@ impl PolicyNet {
                 h = h.relu()?;
             }
         }
-        Ok(h)
+        Ok(match self.head {
+            Head::Joint => h,
+            Head::PerAction => h.reshape((rows, self.n_actions))?,
+        })
     }
 
     /// Action probabilities for `rows` observations laid out row-major in `obs`, with
@@ -118,14 +156,12 @@ impl PolicyNet {
 
     /// Reads weights written by [`PolicyNet::save`], checking every layer's shape against the
     /// expected sizes.
-    pub fn load(path: &Path, obs_len: usize, hidden: &[usize], n_actions: usize) -> Result<Self, RlError> {
+    pub fn load(path: &Path, obs_len: usize, hidden: &[usize], n_actions: usize, head: Head) -> Result<Self, RlError> {
         let mut map = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| RlError::BadCheckpoint {
             path: path.to_path_buf(),
             message: format!("cannot read weights: {e}"),
         })?;
-        let mut sizes = vec![obs_len];
-        sizes.extend_from_slice(hidden);
-        sizes.push(n_actions);
+        let sizes = layer_sizes(obs_len, hidden, n_actions, head);
         let mut layers = Vec::new();
         for (i, w) in sizes.windows(2).enumerate() {
             let mut take = |name: String, shape: &[usize]| -> Result<Var, RlError> {
@@ -151,7 +187,7 @@ impl PolicyNet {
                 message: format!("unexpected tensor `{extra}` (more layers than the metadata says)"),
             });
         }
-        Ok(PolicyNet { layers, obs_len, n_actions })
+        Ok(PolicyNet { layers, obs_len, n_actions, head })
     }
 }
 

@@ -242,12 +242,13 @@ fn gradients(net: &PolicyNet, episodes: &[Episode], gamma: f64) -> Result<Vec<Te
         .collect()
 }
 
-/// Trains `net` on `task`, calling `on_iter` after every iteration. Returns the curve.
+/// Trains `net` on `task`, calling `on_iter` after every iteration (it returns false to stop
+/// early, e.g. at a wall-time budget). Returns the curve.
 pub fn train<T: Task>(
     task: &T,
     net: &PolicyNet,
     cfg: &TrainConfig,
-    on_iter: &mut dyn FnMut(&IterStats),
+    on_iter: &mut dyn FnMut(&IterStats, &PolicyNet) -> bool,
 ) -> Result<Vec<IterStats>, RlError> {
     cfg.validate()?;
     let n_sets = task.jobsets();
@@ -289,8 +290,10 @@ pub fn train<T: Task>(
             mean_steps: results.iter().map(|r| r.3).sum::<f64>() / k,
             elapsed_s: started.elapsed().as_secs_f64(),
         };
-        on_iter(&stats);
         curve.push(stats);
+        if !on_iter(&stats, net) {
+            break;
+        }
     }
     Ok(curve)
 }

@@ -71,6 +71,9 @@ pub struct ExitInfo {
     /// The supervisor vanished without a status (set by the service, never written).
     #[serde(skip)]
     pub lost: bool,
+    /// It was found lost while the service restarted (not the job's fault: no retry is used).
+    #[serde(skip)]
+    pub lost_in_restart: bool,
 }
 
 impl ExitInfo {
@@ -81,7 +84,7 @@ impl ExitInfo {
 
     fn from_status(s: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
-        ExitInfo { exit_code: s.code(), signal: s.signal(), spawn_error: None, lost: false }
+        ExitInfo { exit_code: s.code(), signal: s.signal(), ..Default::default() }
     }
 
     fn lost() -> Self {

@@ -153,7 +153,10 @@ impl Service {
         if cfg.gpus.is_empty() {
             return Err(ServiceError::Config("no GPUs: declare virtual ones with --gpus, e.g. titanxp:2".into()));
         }
+        let mut cfg = cfg;
         std::fs::create_dir_all(&cfg.data_dir).map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
+        // Jobs run in their own directories: every path handed to them must be absolute.
+        cfg.data_dir = cfg.data_dir.canonicalize().map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         let store = store::Store::open(&cfg.data_dir.join("dqngpu.sqlite"))?;
         let profiles = profiles::ProfileBook::new(&cfg.libraries, store.profiles()?);
         let (tx, rx) = mpsc::unbounded_channel();

@@ -162,7 +162,7 @@ impl Placer {
                         // A direct-mode orphan: its status is unreadable, stop it and re-run.
                         exec::stop_orphan(pid, start);
                     }
-                    let exit = ExitInfo { lost: true, ..Default::default() };
+                    let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
                     let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
                 }
             }
@@ -502,8 +502,19 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, stderr: &str, max_retri
         return AttemptEnd { state: AttemptState::Succeeded, job_state: JobState::Succeeded, ..base };
     }
     if exit.lost {
-        let error = Some("its supervisor vanished; re-queued".to_string());
-        return AttemptEnd { state: AttemptState::Lost, job_state: JobState::Queued, error, ..base };
+        if exit.lost_in_restart {
+            let error = Some("lost while the service restarted; re-queued".to_string());
+            return AttemptEnd { state: AttemptState::Lost, job_state: JobState::Queued, error, ..base };
+        }
+        let failures = rec.failures + 1;
+        let error = Some("its supervisor vanished without an exit status".to_string());
+        return AttemptEnd {
+            state: AttemptState::Lost,
+            job_state: retry_or_fail(failures),
+            error,
+            count_failure: true,
+            ..base
+        };
     }
     if let Some(e) = &exit.spawn_error {
         // A program that cannot start will not start on a retry either.

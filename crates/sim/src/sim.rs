@@ -139,7 +139,10 @@ impl Simulator {
         config: SimConfig,
     ) -> Result<Self, SimError> {
         if !(config.step_s.is_finite() && config.step_s > 0.0) {
-            return Err(SimError::Config(format!("step_s must be a positive number of seconds, got {}", config.step_s)));
+            return Err(SimError::Config(format!(
+                "step_s must be a positive number of seconds, got {}",
+                config.step_s
+            )));
         }
         if !(config.decision_tick_s.is_finite() && config.decision_tick_s > 0.0) {
             return Err(SimError::Config(format!(
@@ -149,8 +152,11 @@ impl Simulator {
         }
         let slots = cluster.gpus();
         if slots.is_empty() {
-            return Err(ModelError::invalid(Location { field: Some("nodes".into()), ..Default::default() }, "cluster has no GPUs")
-                .into());
+            return Err(ModelError::invalid(
+                Location { field: Some("nodes".into()), ..Default::default() },
+                "cluster has no GPUs",
+            )
+            .into());
         }
         jobset.validate(None)?;
         let max_mem = cluster.max_gpu_memory_mib();
@@ -429,7 +435,11 @@ impl Simulator {
 
     /// Memory in use on GPU `g` by its running jobs' current samples, MiB.
     fn mem_in_use(&self, g: usize) -> f64 {
-        self.books[g].slots.iter().map(|&j| self.jobs[j].profile.samples[self.jobs[j].sample].gpu_mem_mib).sum()
+        // Start from +0.0 (an empty f64 sum is -0.0, which would print as "-0").
+        self.books[g]
+            .slots
+            .iter()
+            .fold(0.0, |acc, &j| acc + self.jobs[j].profile.samples[self.jobs[j].sample].gpu_mem_mib)
     }
 
     /// While GPU `g`'s jobs need more memory than it has, kills the newest of the `culprits`
@@ -599,11 +609,8 @@ impl Simulator {
     /// Ends the simulation and computes the metrics (formulas in docs/SIMULATOR.md). Jobs
     /// that did not finish have `None` times and are left out of the slowdown buckets.
     pub fn finish(self) -> SimResult {
-        let makespan_s = if self.done() {
-            self.jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max)
-        } else {
-            self.now_s
-        };
+        let makespan_s =
+            if self.done() { self.jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max) } else { self.now_s };
         let bound_jobs: Vec<BoundJob> = self
             .jobs
             .iter()

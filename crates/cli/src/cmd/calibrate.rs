@@ -1,10 +1,77 @@
-//! `dqngpu calibrate` (being written).
+//! `dqngpu calibrate`: fit the contention interference model to measured co-location pairs and
+//! print the fitted parameters and MAPEs beside the reference predictors.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use dqngpu_interference::calibrate::{calibrate, CalibrationReport};
+use dqngpu_model::library::lucid::{locate_data_dir, PAIRS_FILE, SOLO_FILE};
+
+use super::Format;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Pairs CSV (Lucid `colocate_pairs.csv` columns). Default: the shared data's.
+    #[arg(long)]
+    pub pairs: Option<PathBuf>,
+    /// Solo profiles CSV (Lucid `solo_profiles.csv` columns). Default: the shared data's.
+    #[arg(long)]
+    pub solo: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// The pairs and solo paths: as given, else from the located shared data.
+pub fn data_paths(pairs: Option<PathBuf>, solo: Option<PathBuf>) -> anyhow::Result<(PathBuf, PathBuf)> {
+    if let (Some(p), Some(s)) = (&pairs, &solo) {
+        return Ok((p.clone(), s.clone()));
+    }
+    let dir = locate_data_dir().context("no --pairs/--solo given, so the shared data folder is needed")?;
+    Ok((pairs.unwrap_or_else(|| dir.join(PAIRS_FILE)), solo.unwrap_or_else(|| dir.join(SOLO_FILE))))
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dqngpu calibrate` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (pairs, solo) = data_paths(args.pairs, args.solo)?;
+    let report = calibrate(&pairs, &solo)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print!("{}", table(&report)),
+    }
+    Ok(())
+}
+
+fn table(r: &CalibrationReport) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "contention model fitted to {} pairs\n  pairs: {}\n  solo:  {}\n\n",
+        r.pairs, r.pairs_file, r.solo_file
+    ));
+    s.push_str("parameter          fitted   built-in\n");
+    let d = dqngpu_interference::ContentionParams::FITTED;
+    s.push_str(&format!("overhead           {:.4}   {:.4}\n", r.params.overhead, d.overhead));
+    s.push_str(&format!("oversubscription   {:.4}   {:.4}\n\n", r.params.oversubscription, d.oversubscription));
+    s.push_str("predictor (MAPE of per-job speeds)       all pairs\n");
+    s.push_str(&format!("contention, fitted                       {:6.2}%\n", r.contention_mape_pct));
+    s.push_str(&format!("contention, built-in defaults            {:6.2}%\n", r.default_params_mape_pct));
+    s.push_str(&format!("no slowdown (1.0)                        {:6.2}%\n", r.no_slowdown_mape_pct));
+    s.push_str(&format!("fair share of GPU util above 100%        {:6.2}%\n\n", r.fair_share_mape_pct));
+    s.push_str("cross-validation (held-out MAPE)         contention   fair share\n");
+    for cv in &r.cross_validation {
+        s.push_str(&format!(
+            "{:<40} {:6.2}%      {:6.2}%   ({} folds)\n",
+            cv.scheme,
+            cv.test_mape_pct,
+            cv.test_fair_share_mape_pct,
+            cv.folds.len()
+        ));
+    }
+    s.push_str(&format!(
+        "\n{} of {} measured speeds are above 1.0 (noise no rate in (0, 1] can fit)\n",
+        r.speeds_above_one,
+        2 * r.pairs
+    ));
+    s
 }

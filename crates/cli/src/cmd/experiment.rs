@@ -1,10 +1,67 @@
-//! `dqngpu experiment` (being written).
+//! `dqngpu experiment`: the thesis's Section V end to end (train, evaluate, tables, plots,
+//! report) into an out dir.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use dqngpu_experiment::{output, ExperimentConfig, ExperimentError};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Experiment config (TOML); the built-in defaults reproduce the thesis (see configs/thesis.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Output directory.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Evaluation job sets per class (seeds never used in training); overrides the config.
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Small run for CI and smoke tests: 2 seeds, 10 jobs, short training; every file is still written.
+    #[arg(long)]
+    pub quick: bool,
+    /// No progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// A usage error inside the experiment's error becomes the model error itself, so the exit
+/// code mapping (2 for unknown names) sees it.
+fn lift(e: ExperimentError) -> anyhow::Error {
+    match e {
+        ExperimentError::Model(m) => anyhow::Error::from(m),
+        other => anyhow::Error::from(other),
+    }
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dqngpu experiment` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut cfg = match &args.config {
+        Some(p) => ExperimentConfig::read(p)?,
+        None => ExperimentConfig::default(),
+    };
+    if let Some(n) = args.seeds {
+        cfg.evaluation.seeds = n;
+        cfg.validate(args.config.as_deref()).context("--seeds")?;
+    }
+    if args.quick {
+        cfg = cfg.quick();
+    }
+    let res = dqngpu_experiment::run(&cfg, args.quick, !args.no_progress).map_err(lift)?;
+    output::write_all(&res, &args.out).map_err(lift).with_context(|| format!("writing {}", args.out.display()))?;
+
+    for s in &res.skipped {
+        eprintln!("skipped {}: {}", s.scheduler, s.reason);
+    }
+    println!("{:<10} {:<12} {:>12} {:>10} {:>9} {:>9}", "workload", "scheduler", "makespan_s", "ci95_s", "gpu_%", "mem_%");
+    for r in &res.summary {
+        println!(
+            "{:<10} {:<12} {:>12.1} {:>10.1} {:>9.2} {:>9.2}",
+            r.workload, r.scheduler, r.makespan_s_mean, r.makespan_s_ci95, r.avg_gpu_util_pct_mean, r.avg_gpu_mem_util_pct_mean
+        );
+    }
+    println!("report: {}", args.out.join("report.html").display());
+    println!("wall clock: {:.1} s", res.wall_s);
+    Ok(())
 }

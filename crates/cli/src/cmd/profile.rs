@@ -424,17 +424,24 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
         bail!("the service lists summaries only; no curves for `{}` (show a library file instead)", e.key);
     };
     let s = p.summary();
-    println!("app       {} ({:?}){}", p.app.name, p.app.kind, p.app.params.as_ref().map(|x| format!(", params: {x}")).unwrap_or_default());
+    let kind = serde_json::to_value(p.app.kind)?;
+    let params = p.app.params.as_ref().map(|x| format!(", params: {x}")).unwrap_or_default();
+    println!("app       {} ({}){params}", p.app.name, kind.as_str().unwrap_or("unknown"));
     if let Some(mb) = p.app.input_size_mb {
         println!("input     {mb} MB");
     }
     if let Some(r) = &p.recorded_on {
         println!(
-            "recorded  {} on {}: {} {}, {} MiB, {} cores, PCIe {} GB/s",
-            e.key, r.node, r.gpu_name, r.architecture, r.memory_mib, r.cores, r.pcie_gbps
+            "recorded  on {}{} {}, {} MiB, {} cores, PCIe {} GB/s",
+            if r.node.is_empty() { String::new() } else { format!("{}: ", r.node) },
+            r.gpu_name,
+            r.architecture,
+            r.memory_mib,
+            r.cores,
+            r.pcie_gbps
         );
     }
-    println!("samples   {} every {} s = {:.1} s solo", p.samples.len(), p.interval_s, s.solo_s);
+    println!("profile   {} ({} samples every {} s = {:.1} s solo)", e.key, p.samples.len(), p.interval_s, s.solo_s);
     println!("{:<18} {:>10} {:>10}  curve", "resource", "mean", "peak");
     for r in Resource::ALL {
         let ys: Vec<f64> = p.samples.iter().map(|x| x.get(r)).collect();

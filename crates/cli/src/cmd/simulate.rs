@@ -1,10 +1,227 @@
-//! `dqngpu simulate` (being written).
+//! `dqngpu simulate`: run a job set through the co-location simulator under one scheduler or
+//! all of them, and print the metrics as a table or JSON.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use dqngpu_interference::Interference;
+use dqngpu_model::error::write_file_atomic;
+use dqngpu_model::{library, AppLibrary, ClusterSpec, JobSet, Policy, WorkloadClass};
+use dqngpu_sim::{draw, SimConfig, SimError, SimResult, DEFAULT_JOBS};
+use serde::Serialize;
+
+use super::Format;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Draw the job set from this workload class (gpu_heavy, gpu_light, mem_heavy, mem_light, random).
+    #[arg(long, conflicts_with = "jobs")]
+    pub workload: Option<String>,
+    /// Read the job set from this file (`id,app,submit_s` CSV, or JSON) instead of drawing one.
+    #[arg(long)]
+    pub jobs: Option<PathBuf>,
+    /// Scheduler name, or `all` for every one.
+    #[arg(long, default_value = "all")]
+    pub scheduler: String,
+    /// Checkpoint of a trained RL agent (for `--scheduler dqngpu` and the other RL agents).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Seed of the drawn workload and of the `random` scheduler.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Jobs to draw with `--workload`.
+    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    pub n_jobs: usize,
+    /// Poisson arrivals at this rate (jobs per second) for a drawn workload; default all at t = 0.
+    #[arg(long)]
+    pub arrival_rate: Option<f64>,
+    /// The cluster, e.g. `titanxp:1`, `4xtitanxp:2`, `titanxp,t4:2` (nodes x model:GPUs).
+    #[arg(long, default_value = "titanxp:1", conflicts_with = "cluster")]
+    pub gpus: String,
+    /// The cluster as a TOML file (see `ClusterSpec::from_toml`).
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
+    /// Interference model: contention, measured or none.
+    #[arg(long, default_value = "contention")]
+    pub interference: String,
+    /// App library: thesis, lucid, or a directory of profiles (default: the job file's, else thesis).
+    #[arg(long)]
+    pub library: Option<String>,
+    /// Write the event log here as JSON lines (each line also names its scheduler).
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Simulation step, s.
+    #[arg(long, default_value_t = SimConfig::default().step_s)]
+    pub step_s: f64,
+    /// While jobs wait, ask the scheduler again at least this often, s.
+    #[arg(long, default_value_t = SimConfig::default().decision_tick_s)]
+    pub decision_tick_s: f64,
+}
+
+/// One scheduler's result as `--format json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The workload class, or the job file.
+    pub workload: String,
+    /// The seed the workload was drawn with (and the `random` scheduler's seed).
+    pub seed: u64,
+    /// App library.
+    pub library: String,
+    /// Number of GPUs.
+    pub gpus: usize,
+    /// The metrics and per-job records.
+    #[serde(flatten)]
+    pub result: SimResult,
+}
+
+/// The schedulers `--scheduler all` runs.
+///
+/// Hook for the RL crate: when `dqngpu-rl` lands, append its agents' names here.
+pub fn all_scheduler_names() -> Vec<String> {
+    dqngpu_policy::NAMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// Resolves a scheduler by name.
+///
+/// Hook for the RL crate: replace the body with `dqngpu_rl::policy_by_name(name, model, seed)`,
+/// which resolves heuristics and trained agents alike.
+pub fn resolve_scheduler(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Box<dyn Policy>> {
+    let policy = dqngpu_policy::by_name(name, seed)?;
+    if let Some(m) = model {
+        anyhow::bail!("--model {} is for RL agents; `{name}` is a heuristic and takes no model", m.display());
+    }
+    Ok(policy)
+}
+
+/// Keeps a model error as the top of the chain so `main` can tell usage errors (exit 2).
+pub fn sim_error(e: SimError) -> anyhow::Error {
+    match e {
+        SimError::Model(m) => m.into(),
+        other => other.into(),
+    }
+}
+
+/// The cluster a command's `--gpus` / `--cluster` flags describe.
+pub fn cluster(gpus: &str, file: Option<&Path>) -> anyhow::Result<ClusterSpec> {
+    Ok(match file {
+        Some(path) => ClusterSpec::read(path)?,
+        None => ClusterSpec::parse_gpus(gpus)?,
+    })
+}
+
+/// The job set and app library the flags describe, with the workload's name.
+fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
+    match &args.jobs {
+        Some(path) => {
+            let set = JobSet::read(path)?;
+            let lib_name = args.library.clone().or_else(|| set.library.clone()).unwrap_or_else(|| "thesis".into());
+            let lib = library::resolve(&lib_name)?;
+            Ok((set, lib, path.display().to_string()))
+        }
+        None => {
+            let class_name = args.workload.as_deref().unwrap_or("random");
+            let class: WorkloadClass = class_name.parse()?;
+            let lib = library::resolve(args.library.as_deref().unwrap_or("thesis"))?;
+            let arrivals = super::workload::arrivals(args.arrival_rate);
+            let set = draw(&lib, class, args.n_jobs, args.seed, arrivals)?;
+            Ok((set, lib, class.name().to_string()))
+        }
+    }
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dqngpu simulate` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
+    let (set, lib, workload) = job_set(&args)?;
+    let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
+    let names = if args.scheduler.trim().eq_ignore_ascii_case("all") {
+        all_scheduler_names()
+    } else {
+        vec![args.scheduler.clone()]
+    };
+    // Resolve every name before simulating, so a typo fails fast.
+    let policies = names
+        .iter()
+        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let config = SimConfig {
+        step_s: args.step_s,
+        decision_tick_s: args.decision_tick_s,
+        record_events: args.events.is_some(),
+        ..SimConfig::default()
+    };
+    let mut reports = Vec::with_capacity(policies.len());
+    let mut log = String::new();
+    for policy in &policies {
+        let mut result = dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), config.clone())
+            .map_err(sim_error)
+            .with_context(|| format!("simulating `{workload}` under `{}`", policy.name()))?;
+        for e in std::mem::take(&mut result.events) {
+            let mut v = serde_json::to_value(&e)?;
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("scheduler".into(), policy.name().into());
+            }
+            log.push_str(&v.to_string());
+            log.push('\n');
+        }
+        reports.push(Report {
+            workload: workload.clone(),
+            seed: args.seed,
+            library: lib.name.clone(),
+            gpus: cluster.gpus().len(),
+            result,
+        });
+    }
+    if let Some(path) = &args.events {
+        write_file_atomic(path, log.as_bytes()).with_context(|| format!("writing the event log {}", path.display()))?;
+    }
+    match args.format {
+        Format::Json if reports.len() == 1 => println!("{}", serde_json::to_string_pretty(&reports[0])?),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
+        Format::Table => print!("{}", table(&reports, &args.interference)),
+    }
+    Ok(())
+}
+
+/// The human-readable summary.
+fn table(reports: &[Report], interference: &str) -> String {
+    let mut s = String::new();
+    if let Some(r) = reports.first() {
+        s.push_str(&format!(
+            "workload {} ({} jobs, seed {}), library {}, {} GPU(s), interference {interference}\n",
+            r.workload,
+            r.result.jobs.len(),
+            r.seed,
+            r.library,
+            r.gpus
+        ));
+    }
+    s.push_str(&format!(
+        "{:<10} {:>11} {:>10} {:>6} {:>8} {:>8} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+        "scheduler", "makespan_s", "bound_s", "ratio", "gpu_%", "mem_%", "oom", "none", "<10%", "10-20%", ">=20%"
+    ));
+    for r in reports {
+        let m = &r.result;
+        let b = &m.slowdown_buckets;
+        s.push_str(&format!(
+            "{:<10} {:>11.1} {:>10.1} {:>6.3} {:>8.2} {:>8.2} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+            m.scheduler,
+            m.makespan_s,
+            m.lower_bound_s,
+            m.makespan_over_bound,
+            m.avg_gpu_util_pct,
+            m.avg_gpu_mem_util_pct,
+            m.oom_kills,
+            b.none,
+            b.lt10,
+            b.from10to20,
+            b.ge20
+        ));
+    }
+    s
 }

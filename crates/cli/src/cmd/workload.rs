@@ -1,10 +1,53 @@
-//! `dqngpu workload` (being written).
+//! `dqngpu workload`: draw a job set from a workload class (CSV on stdout, or a file).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use dqngpu_model::{library, WorkloadClass};
+use dqngpu_sim::{draw, Arrivals, DEFAULT_JOBS};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Workload class: gpu_heavy, gpu_light, mem_heavy, mem_light or random.
+    #[arg(long, default_value = "random")]
+    pub class: String,
+    /// Number of jobs.
+    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    pub jobs: usize,
+    /// Seed of every random choice (apps and arrival times).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// App library: thesis, lucid, or a directory of profiles.
+    #[arg(long, default_value = "thesis")]
+    pub library: String,
+    /// Poisson arrivals at this rate (jobs per second); without it every job is submitted at t = 0.
+    #[arg(long)]
+    pub arrival_rate: Option<f64>,
+    /// Write the job set here (`.csv`, else JSON) instead of printing CSV on stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The arrival process a rate flag asks for.
+pub fn arrivals(rate: Option<f64>) -> Arrivals {
+    match rate {
+        Some(rate_per_s) => Arrivals::Poisson { rate_per_s },
+        None => Arrivals::AllAtZero,
+    }
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dqngpu workload` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let class: WorkloadClass = args.class.parse()?;
+    let lib = library::resolve(&args.library)?;
+    let set = draw(&lib, class, args.jobs, args.seed, arrivals(args.arrival_rate))?;
+    match &args.output {
+        Some(path) => {
+            set.write(path).with_context(|| format!("writing the job set to {}", path.display()))?;
+            eprintln!("wrote {} jobs ({class}, seed {}) to {}", set.jobs.len(), args.seed, path.display());
+        }
+        None => print!("{}", set.to_csv()),
+    }
+    Ok(())
 }

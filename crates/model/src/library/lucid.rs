@@ -1,4 +1,4 @@
-//! The Lucid solo profiles: 65 DL training configurations measured alone on one RTX 3090
+//! The Lucid solo profiles: 66 DL training configurations measured alone on one RTX 3090
 //! (`../shared/data/lucid/solo_profiles.csv`), read at run time and turned into steady profiles.
 //!
 //! Lucid measured GPU util, memory-bandwidth util and peak memory only. The SM column is set to
@@ -192,18 +192,8 @@ pub fn parse_solo_csv(text: &str, path: Option<&Path>) -> Result<Vec<SoloConfig>
                 }
             }),
         };
-        let c = SoloConfig {
-            model,
-            dataset,
-            batchsize,
-            amp,
-            speed,
-            gpu_util_pct,
-            gmem_util_pct,
-            gmem_mib,
-            label,
-            line,
-        };
+        let c =
+            SoloConfig { model, dataset, batchsize, amp, speed, gpu_util_pct, gmem_util_pct, gmem_mib, label, line };
         if let Some(first) = seen.insert(c.key(), line) {
             return Err(ModelError::invalid(
                 at(Some(line), Some("model")),
@@ -295,18 +285,21 @@ mod tests {
         ];
         for (text, want_at, want_msg) in cases {
             let e = parse_solo_csv(text, p).unwrap_err().to_string();
-            assert!(e.contains("solo.csv") && e.contains(want_at) && e.contains(want_msg), "{want_at} / {want_msg}: {e}");
+            assert!(
+                e.contains("solo.csv") && e.contains(want_at) && e.contains(want_msg),
+                "{want_at} / {want_msg}: {e}"
+            );
         }
     }
 
     #[test]
-    fn shared_data_library_has_65_configs() {
+    fn shared_data_library_has_66_configs() {
         // Runs against the real shared data when this checkout sits beside it.
         let Ok(dir) = locate_data_dir() else { return };
         let lib = library(Some(&dir.join(SOLO_FILE))).unwrap();
-        assert_eq!(lib.apps.len(), 65);
+        assert_eq!(lib.apps.len(), 66);
         let all = &lib.classes[&crate::job::WorkloadClass::Random];
-        assert_eq!(all.len(), 65);
+        assert_eq!(all.len(), 66);
         assert!(lib.apps.contains_key("ResNet50-ImageNet-bs128-amp0"));
     }
 

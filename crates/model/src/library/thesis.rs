@@ -169,7 +169,7 @@ fn gromacs_samples(n: usize) -> Vec<Resources> {
             } else {
                 33.0 + ripple(t, 6.0, 3.0)
             };
-            let mem = if t < 3 { 120.0 * (t + 1) as f64 } else { 355.0 };
+            let mem = if t < 3 { 100.0 * (t + 1) as f64 } else { 355.0 };
             Resources::new(clamp_pct(util), mem, clamp_pct(0.75 * util), 450.0)
         })
         .collect()

@@ -310,7 +310,7 @@ fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut
         }
     }
     if resets > 0 {
-        notes.push(format!("PCIe byte counters reset {resets} time(s); bytes after a reset counted from 0"));
+        notes.push(format!("PCIe byte counters reset {resets} time(s) (TX and RX counted apart); bytes after a reset counted from 0"));
     }
     let pcie = index_of(Resource::Pcie);
     for (g, r) in groups.iter_mut().zip(rates) {

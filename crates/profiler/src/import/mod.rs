@@ -191,7 +191,13 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
             ));
         }
     };
-    let obs: Vec<Observation> = observations.into_iter().filter(|o| o.gpu == gpu).collect();
+    let mut obs: Vec<Observation> = observations.into_iter().filter(|o| o.gpu == gpu).collect();
+    // Times relative to the first reading, rounded to 1 us: epoch seconds in an f64 carry
+    // ~0.2 us of noise that would otherwise show in the interval (0.500999927 s).
+    let t0 = obs.first().map_or(0.0, |o| o.t_s);
+    for o in &mut obs {
+        o.t_s = ((o.t_s - t0) * 1e6).round() / 1e6;
+    }
     for w in obs.windows(2) {
         if w[1].t_s <= w[0].t_s {
             let what = if w[1].t_s == w[0].t_s { "repeats" } else { "goes backwards" };
@@ -209,7 +215,7 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
     }
     let values = fill_missing(&obs, path, gpu, &mut notes)?;
     let times: Vec<f64> = obs.iter().map(|o| o.t_s).collect();
-    let dt = opts.interval_s.or_else(|| median_gap(&times)).or(interval_hint).unwrap_or(1.0);
+    let dt = opts.interval_s.or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6)).or(interval_hint).unwrap_or(1.0);
     let samples = resample(&times, &values, dt).ok_or_else(|| {
         ModelError::invalid(
             loc(path, None, Some("--interval-s")),

@@ -161,6 +161,40 @@ pub fn offered_load(p: &DeepRmParams, sets: &[JobSequence]) -> f64 {
     work / steps / (p.res_slot * p.num_res) as f64
 }
 
+/// Agent name of DeepRM-classic checkpoints.
+pub const AGENT: &str = "deeprm-classic";
+
+/// Trains a DeepRM network on `sets` and returns it with its training curve.
+pub fn train(
+    params: &DeepRmParams,
+    sets: Vec<JobSequence>,
+    cfg: &crate::reinforce::TrainConfig,
+    on_iter: &mut dyn FnMut(&crate::reinforce::IterStats),
+) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
+    params.validate()?;
+    let task = ClassicTask { params: params.clone(), sets };
+    let net = crate::net::PolicyNet::new(params.obs_len(), &cfg.hidden, params.num_nw + 1, crate::net::Head::Joint, cfg.seed)?;
+    let curve = crate::reinforce::train(&task, &net, cfg, &mut |s, _| {
+        on_iter(s);
+        true
+    })?;
+    Ok((net, curve))
+}
+
+/// Like [`train`], but `on_iter` also sees the network and returns false to stop early.
+pub fn train_until(
+    params: &DeepRmParams,
+    sets: Vec<JobSequence>,
+    cfg: &crate::reinforce::TrainConfig,
+    on_iter: &mut dyn FnMut(&crate::reinforce::IterStats, &crate::net::PolicyNet) -> bool,
+) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
+    params.validate()?;
+    let task = ClassicTask { params: params.clone(), sets };
+    let net = crate::net::PolicyNet::new(params.obs_len(), &cfg.hidden, params.num_nw + 1, crate::net::Head::Joint, cfg.seed)?;
+    let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
+    Ok((net, curve))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,199 @@
+//! `dqngpu profile` end to end with the real binary: no-driver failure, import -> library ->
+//! ls/show/export -> `simulate --library`, and `--server` against the real service and a
+//! loopback server that answers an error.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use dqngpu_model::format::read_profile;
+use dqngpu_model::library::read_dir_library;
+use dqngpu_model::AppProfile;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiler/tests/data").join(name)
+}
+
+fn test_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("profile-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn dqngpu(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env_remove("DQNGPU_TOKEN").output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = dqngpu(args);
+    assert!(o.status.success(), "dqngpu {args:?} failed: {}", text(&o));
+    text(&o)
+}
+
+#[test]
+fn run_without_a_driver_names_what_it_looked_for_and_runs_nothing() {
+    let d = test_dir("nodriver");
+    let lib = d.join("missing/libnvidia-ml.so.1");
+    let marker = d.join("ran");
+    let o = Command::new(BIN)
+        .args(["profile", "run", "--app", "x", "-o"])
+        .arg(d.join("x.json"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .env("DQNGPU_NVML_LIB", &lib)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("no NVIDIA driver") && t.contains(&lib.display().to_string()), "{t}");
+    assert!(t.contains("DQNGPU_NVML_LIB"), "{t}");
+    assert!(!marker.exists(), "the command ran although no GPU could be sampled");
+    assert!(!d.join("x.json").exists());
+}
+
+#[test]
+fn import_ls_show_export_and_simulate_from_the_library() {
+    let d = test_dir("lib");
+    let lib = d.join("lib");
+    let lib_s = lib.to_str().unwrap();
+    let smi = data("nvidia_smi_units.csv");
+    let dmon = data("dmon_umt_dt.txt");
+    let dcgm = data("dcgm_counters.prom");
+    // Mixed GPUs without --gpu: exit 1 naming them.
+    let o = dqngpu(&["profile", "import", "--format", "nvidia-smi", smi.to_str().unwrap(), "--app", "resnet", "--store", lib_s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("several GPUs (0, 1)"), "{}", text(&o));
+    let o = dqngpu(&["profile", "import", "--format", "parquet", smi.to_str().unwrap(), "--app", "resnet", "--store", lib_s]);
+    assert_eq!(o.status.code(), Some(2), "unknown format is a usage error: {}", text(&o));
+
+    ok(&["profile", "import", "--format", "nvidia-smi", smi.to_str().unwrap(), "--app", "resnet", "--kind", "ml", "--gpu", "0", "--store", lib_s]);
+    ok(&["profile", "import", "--format", "dmon", dmon.to_str().unwrap(), "--app", "resnet", "--kind", "ml", "--store", lib_s]);
+    let t = ok(&["profile", "import", "--format", "dcgm", dcgm.to_str().unwrap(), "--app", "lammps", "--kind", "hpc", "--pod", "lammps-md-0", "-o", lib.join("lammps.csv").to_str().unwrap()]);
+    assert!(t.contains("reset"), "{t}");
+    assert!(lib.join("resnet.json").exists() && lib.join("resnet-2.json").exists() && lib.join("lammps.meta.json").exists());
+
+    let rows: Vec<Value> = serde_json::from_str(&ok(&["profile", "ls", "--library", lib_s, "--format", "json"])).unwrap();
+    let apps: Vec<(&str, &str)> = rows.iter().map(|r| (r["app"].as_str().unwrap(), r["profile"].as_str().unwrap())).collect();
+    assert_eq!(apps, [("lammps", "lammps"), ("resnet", "resnet"), ("resnet", "resnet-2")]);
+    let lammps = read_profile(&lib.join("lammps.csv")).unwrap();
+    assert_eq!(rows[0]["duration_s"].as_f64(), Some(lammps.summary().solo_s));
+    assert_eq!(rows[0]["peak_gpu_mem_mib"].as_f64(), Some(lammps.summary().peak.gpu_mem_mib));
+
+    // Two profiles of app `resnet`: by app name is ambiguous, by file stem is not.
+    let o = dqngpu(&["profile", "show", "resnet-x", "--library", lib_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let png = d.join("lammps.png");
+    let t = ok(&["profile", "show", "lammps", "--library", lib_s, "--png", png.to_str().unwrap()]);
+    assert!(t.contains("PCIe TX+RX (MB/s)") && t.contains('█'), "{t}");
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    let t = ok(&["profile", "show", "resnet-2", "--library", lib_s]);
+    assert!(t.contains("resnet-2"), "{t}");
+    let o = dqngpu(&["profile", "show", "resnet", "--library", lib_s]);
+    assert!(o.status.success() && text(&o).contains("profile   resnet "), "{}", text(&o));
+
+    // export: CSV -> JSON -> CSV keeps every number.
+    let j = d.join("lammps.json");
+    let c = d.join("lammps-again.csv");
+    ok(&["profile", "export", lib.join("lammps.csv").to_str().unwrap(), "-o", j.to_str().unwrap()]);
+    ok(&["profile", "export", "lammps", "--library", lib_s, "-o", c.to_str().unwrap()]);
+    let (pj, pc) = (read_profile(&j).unwrap(), read_profile(&c).unwrap());
+    assert_eq!(pj.samples, lammps.samples);
+    assert_eq!(pc.samples, lammps.samples);
+    assert_eq!((pj.app.clone(), pj.recorded_on.clone()), (lammps.app.clone(), lammps.recorded_on.clone()));
+
+    // The directory is a library for `simulate --jobs ... --library DIR`.
+    assert_eq!(read_dir_library(&lib).unwrap().apps.len(), 3);
+    let jobs = d.join("jobs.csv");
+    std::fs::write(&jobs, "id,app,submit_s\n0,lammps,0\n1,resnet,0\n2,resnet-2,5\n").unwrap();
+    let out = ok(&["simulate", "--jobs", jobs.to_str().unwrap(), "--library", lib_s, "--scheduler", "fifo", "--gpus", "titanxp:1", "--format", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["completed"], true, "{out}");
+    assert_eq!(v["jobs"].as_array().map(Vec::len), Some(3), "{out}");
+    assert_eq!(v["jobs"][0]["app"], "lammps");
+    assert_eq!(v["jobs"][0]["solo_s"].as_f64(), Some(lammps.solo_s()));
+}
+
+/// A loopback server that answers one request with `status` and `body`, and hands the request
+/// body back.
+fn one_shot_server(status: u16, body: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut len = 0;
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+            line.clear();
+        }
+        let mut req = vec![0; len];
+        r.read_exact(&mut req).unwrap();
+        let mut s = s;
+        write!(s, "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        String::from_utf8(req).unwrap()
+    });
+    (url, h)
+}
+
+#[test]
+fn server_errors_are_reported_with_status_and_message() {
+    let (url, h) = one_shot_server(400, r#"{"error":{"message":"profile: app name too long"}}"#);
+    let o = dqngpu(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "--server", &url]);
+    let sent: AppProfile = serde_json::from_str(&h.join().unwrap()).unwrap();
+    assert_eq!(sent.app.name, "vgg");
+    assert_eq!(sent.samples.len(), 8);
+    assert_eq!(o.status.code(), Some(1));
+    let t = text(&o);
+    assert!(t.contains("HTTP 400") && t.contains("app name too long") && t.contains("/v1/profiles"), "{t}");
+}
+
+#[test]
+fn profiles_posted_to_the_real_service_are_listed_unchanged() {
+    let d = test_dir("service");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--gpus", "titanxp:1", "--tick-ms", "50", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(d.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let up = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        ureq::get(&format!("{url}/healthz")).call().is_ok()
+    });
+    let result = std::panic::catch_unwind(|| {
+        assert!(up, "the service did not come up");
+        let local = d.join("vgg.json");
+        ok(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "-o", local.to_str().unwrap()]);
+        ok(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "--server", &url]);
+        let rows: Vec<Value> = serde_json::from_str(&ok(&["profile", "ls", "--server", &url, "--format", "json"])).unwrap();
+        let row = rows.iter().find(|r| r["app"] == "vgg").expect("vgg listed");
+        let p = read_profile(&local).unwrap();
+        let s = p.summary();
+        assert_eq!(row["duration_s"].as_f64(), Some(s.solo_s));
+        assert_eq!(row["mean_gpu_util_pct"].as_f64(), Some(s.mean.gpu_util_pct));
+        assert_eq!(row["peak_gpu_mem_mib"].as_f64(), Some(s.peak.gpu_mem_mib));
+        assert_eq!(row["samples"].as_u64(), Some(p.samples.len() as u64));
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

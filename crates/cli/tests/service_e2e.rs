@@ -1,0 +1,182 @@
+//! End-to-end tests of `dqngpu serve` with the real binary on loopback, virtual GPUs, a real
+//! SQLite file and real child processes (issue 5 acceptance: end-to-end and crash tests).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+/// A fresh directory under cargo's per-target temporary dir.
+fn test_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("service-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(data: &Path, port: u16, scheduler: &str) -> Server {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
+    let child = Command::new(BIN)
+        .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--scheduler", scheduler, "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..500 {
+        if ureq::get(&format!("{url}/healthz")).call().is_ok() {
+            return Server { child, url };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the service did not come up");
+}
+
+fn get(url: &str) -> Value {
+    ureq::get(url).call().unwrap().into_json().unwrap()
+}
+
+fn post(url: &str, body: Value) -> Value {
+    match ureq::post(url).send_json(body) {
+        Ok(r) => r.into_json().unwrap(),
+        Err(ureq::Error::Status(c, r)) => panic!("{c}: {}", r.into_string().unwrap_or_default()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn profile(app: &str, mem_mib: f64, util: f64) -> Value {
+    let s = json!({ "gpu_util_pct": util, "gpu_mem_mib": mem_mib, "sm_pct": util, "pcie_mbps": 10.0 });
+    json!({ "app": { "name": app }, "interval_s": 1.0, "samples": vec![s; 30] })
+}
+
+fn all_jobs(url: &str) -> Vec<Value> {
+    get(&format!("{url}/v1/jobs?limit=10000"))["jobs"].as_array().unwrap().clone()
+}
+
+fn wait_all_final(url: &str, n: usize) -> Vec<Value> {
+    for _ in 0..3000 {
+        let jobs = all_jobs(url);
+        if jobs.len() == n && jobs.iter().all(|j| matches!(j["state"].as_str(), Some("succeeded" | "failed" | "cancelled"))) {
+            return jobs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("jobs did not finish");
+}
+
+#[test]
+fn twenty_jobs_run_on_the_gpus_the_service_reports() {
+    let dir = test_dir("e2e");
+    let data = dir.join("data");
+    let server = serve(&data, free_port(), "tetris");
+    // 5000 MiB each on 12288 MiB cards: two fit on a GPU together, three do not.
+    post(&format!("{}/v1/profiles", server.url), profile("recorder", 5000.0, 20.0));
+    for i in 0..20 {
+        let out = Command::new(BIN)
+            .args(["submit", "--app", "recorder", "--server", &server.url, "--idempotency-key", &format!("job-{i}")])
+            .args(["--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES > seen; sleep 0.4"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let jobs = wait_all_final(&server.url, 20);
+    // The CLI lists the same jobs.
+    let out = Command::new(BIN).args(["jobs", "--format", "json", "--server", &server.url]).output().unwrap();
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.len(), 20);
+    let mut intervals: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in &jobs {
+        let id = j["id"].as_u64().unwrap();
+        assert_eq!(j["state"], "succeeded", "{j}");
+        let gpu = j["gpu"].as_u64().unwrap();
+        let seen = std::fs::read_to_string(data.join(format!("jobs/{id}/work/seen"))).unwrap();
+        assert_eq!(seen.trim(), gpu.to_string(), "job {id} saw another GPU than reported");
+        let d = get(&format!("{}/v1/jobs/{id}", server.url));
+        for a in d["history"].as_array().unwrap() {
+            let (s, e) = (a["started_at"].as_f64().unwrap(), a["finished_at"].as_f64().unwrap());
+            intervals.entry(a["gpu"].as_u64().unwrap()).or_default().push((s, e));
+        }
+    }
+    // At no time do the profiles of the jobs sharing a GPU exceed its memory.
+    let mut most_together = 0;
+    for runs in intervals.values() {
+        for &(start, _) in runs {
+            let together = runs.iter().filter(|&&(s, e)| s <= start && start < e).count();
+            most_together = most_together.max(together);
+            assert!(together as f64 * 5000.0 <= 12288.0, "{together} jobs of 5000 MiB shared a 12288 MiB GPU");
+        }
+    }
+    assert_eq!(most_together, 2, "the jobs should have shared GPUs (two fit)");
+    assert_eq!(intervals.len(), 2, "both GPUs should have been used");
+}
+
+#[test]
+fn kill_9_restarts_lose_no_job_and_rerun_none() {
+    let dir = test_dir("crash");
+    let data = dir.join("data");
+    let effects = dir.join("effects");
+    let port = free_port();
+    let mut server = serve(&data, port, "tetris");
+    let url = server.url.clone();
+    post(&format!("{url}/v1/profiles"), profile("crashy", 1000.0, 10.0));
+    let script = format!("echo $DQNGPU_JOB_ID:$DQNGPU_ATTEMPT >> {}; sleep 0.5", effects.display());
+    for i in 0..200 {
+        let body = json!({ "app": "crashy", "command": ["sh", "-c", script] });
+        let r = ureq::post(&format!("{url}/v1/jobs")).set("Idempotency-Key", &format!("c{i}")).send_json(body).unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(800));
+        let jobs = all_jobs(&url);
+        let done = jobs.iter().filter(|j| j["state"] == "succeeded").count();
+        let running = jobs.iter().filter(|j| j["state"] == "running").count();
+        assert!(done < 200 && running > 0, "the kill must land while jobs run ({done} done, {running} running)");
+        server.child.kill().unwrap(); // SIGKILL
+        server.child.wait().unwrap();
+        server = serve(&data, port, "tetris");
+    }
+    let jobs = wait_all_final(&url, 200);
+    let text = std::fs::read_to_string(&effects).unwrap();
+    let mut effects_of: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for line in text.lines() {
+        let (j, a) = line.split_once(':').unwrap();
+        effects_of.entry(j.parse().unwrap()).or_default().push(a.parse().unwrap());
+    }
+    for j in &jobs {
+        let id = j["id"].as_u64().unwrap();
+        assert_eq!(j["state"], "succeeded", "{j}");
+        let d = get(&format!("{url}/v1/jobs/{id}"));
+        let ok: Vec<u64> = d["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["state"] == "succeeded")
+            .map(|a| a["n"].as_u64().unwrap())
+            .collect();
+        assert_eq!(ok.len(), 1, "job {id}: {d}");
+        assert_eq!(effects_of.get(&id), Some(&ok), "job {id}: side effects vs successful attempts; {d}");
+    }
+}

@@ -1,0 +1,446 @@
+//! `report.md` and `report.html`, both rendered from one document model so they say the same
+//! thing; the HTML embeds the PNG plots as base64 data URIs (self-contained).
+
+use base64::Engine;
+
+use crate::plots::PlotFile;
+use crate::reported;
+use crate::results::{row, ExperimentResults};
+
+/// A block of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// A heading of a level (1..=3).
+    Heading(u8, String),
+    /// A paragraph (inline code in backticks is kept).
+    Para(String),
+    /// A table.
+    Table {
+        /// Column headers.
+        headers: Vec<String>,
+        /// Rows of cells.
+        rows: Vec<Vec<String>>,
+    },
+    /// A plot, by file stem (`plots/NAME.png`).
+    Plot(String),
+}
+
+/// Number formats, shared with the end-to-end test's reading of the report.
+pub mod fmt {
+    /// Seconds.
+    pub fn secs(v: f64) -> String {
+        format!("{v:.1}")
+    }
+    /// Percentages.
+    pub fn pct(v: f64) -> String {
+        format!("{v:.2}")
+    }
+    /// Ratios and normalised times.
+    pub fn ratio(v: f64) -> String {
+        format!("{v:.3}")
+    }
+    /// Mean counts.
+    pub fn count(v: f64) -> String {
+        format!("{v:.2}")
+    }
+    /// Dollars.
+    pub fn usd(v: f64) -> String {
+        format!("{v:.4}")
+    }
+    /// An optional thesis figure, or a dash.
+    pub fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+        v.map(f).unwrap_or_else(|| "-".into())
+    }
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn seeds_text(seeds: &[u64]) -> String {
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if seeds.len() > 1 => format!("{a}..={b} ({} seeds)", seeds.len()),
+        (Some(a), _) => format!("{a} (1 seed)"),
+        _ => "none".into(),
+    }
+}
+
+/// The report as blocks.
+pub fn build(res: &ExperimentResults) -> Vec<Block> {
+    let cfg = &res.config;
+    let mut b = Vec::new();
+    b.push(Block::Heading(1, "dqngpu experiment: the thesis's Section V".into()));
+    let cluster = cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone());
+    b.push(Block::Para(format!(
+        "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, all submitted at t = 0. \
+         Evaluation job sets: seeds {} per class, never used in training. Training job sets: class `{}`, seeds {}. \
+         Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom).",
+        res.version,
+        if res.quick { " (--quick: a small run for smoke tests; do not compare its numbers with the thesis)" } else { "" },
+        cfg.library,
+        cluster,
+        cfg.interference,
+        cfg.step_s,
+        cfg.workloads.jobs,
+        seeds_text(&res.eval_seeds),
+        cfg.training.workload,
+        seeds_text(&res.training_seeds),
+    )));
+    b.push(Block::Para(format!("Schedulers evaluated: {}.", res.schedulers.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "))));
+    if res.skipped.is_empty() {
+        b.push(Block::Para("Schedulers skipped: none.".into()));
+    } else {
+        b.push(Block::Heading(2, "Skipped schedulers".into()));
+        b.push(Block::Table {
+            headers: strings(&["scheduler", "why"]),
+            rows: res.skipped.iter().map(|s| vec![s.scheduler.clone(), s.reason.clone()]).collect(),
+        });
+    }
+
+    b.push(Block::Heading(2, "Per workload class (thesis Figs. 10-14)".into()));
+    b.push(Block::Para(
+        "Makespan is the time the last job finishes; GPU and GPU memory utilisation are averaged over the GPUs and \
+         [0, makespan]. `LB ratio` is makespan / lower bound (max of the longest job and total GPU-util work over \
+         capacity): how much room is left. `thesis` columns give the figure the thesis's text states, `-` where it \
+         gives none (its Figs. 10-14 are bar charts; the text quotes only some bars)."
+            .into(),
+    ));
+    for class in &cfg.workloads.classes {
+        b.push(Block::Heading(3, class.clone()));
+        let mut rows = Vec::new();
+        for s in &res.schedulers {
+            let Some(r) = row(&res.summary, class, s) else { continue };
+            let th = reported::run(class, s);
+            rows.push(vec![
+                s.clone(),
+                fmt::secs(r.makespan_s_mean),
+                fmt::secs(r.makespan_s_ci95),
+                fmt::opt(th.and_then(|t| t.makespan_s), fmt::secs),
+                fmt::secs(r.lower_bound_s_mean),
+                fmt::ratio(r.ratio_to_lower_bound_mean),
+                fmt::pct(r.avg_gpu_util_pct_mean),
+                fmt::pct(r.avg_gpu_util_pct_ci95),
+                fmt::opt(th.and_then(|t| t.gpu_util_pct), fmt::pct),
+                fmt::pct(r.avg_gpu_mem_util_pct_mean),
+                fmt::pct(r.avg_gpu_mem_util_pct_ci95),
+                fmt::opt(th.and_then(|t| t.gpu_mem_util_pct), fmt::pct),
+                fmt::count(r.oom_kills_mean),
+                fmt::count(r.no_slowdown_jobs_mean),
+            ]);
+        }
+        b.push(Block::Table {
+            headers: strings(&[
+                "scheduler",
+                "makespan (s)",
+                "± 95% CI",
+                "thesis makespan (s)",
+                "lower bound (s)",
+                "LB ratio",
+                "GPU util (%)",
+                "± 95% CI",
+                "thesis GPU util (%)",
+                "GPU mem util (%)",
+                "± 95% CI",
+                "thesis GPU mem (%)",
+                "OOM kills",
+                "no-slowdown jobs",
+            ]),
+            rows,
+        });
+        b.push(Block::Plot(format!("class_{class}")));
+    }
+    if cfg.workloads.classes.iter().any(|c| c == "mem_heavy") {
+        b.push(Block::Para(
+            "The thesis's GPU memory_heavy paragraph repeats the GPU_light figures (1,214 s, 89.31%, 88.42%) word for \
+             word, so no thesis figure is cited for mem_heavy."
+                .into(),
+        ));
+    }
+
+    let focus = &cfg.workloads.focus;
+    let n_jobs = cfg.workloads.jobs;
+    b.push(Block::Heading(2, format!("Slowdown of each job on `{focus}` (thesis Fig. 15)")));
+    b.push(Block::Para(format!(
+        "Mean number of the {n_jobs} jobs per set by execution slowdown (execution time / solo time): none = within 2%, \
+         then < 10%, 10-20%, >= 20%. Thesis (random, 30 jobs): DqnGPU 20 jobs with no slowdown, Tetris and DeepRM Max \
+         14; DeepRM Mean {} jobs at >= 10%.",
+        reported::DEEPRM_MEAN_GE10_JOBS
+    )));
+    b.push(Block::Table {
+        headers: strings(&["scheduler", "none (<= 2%)", "< 10%", "10-20%", ">= 20%", "thesis: none"]),
+        rows: res
+            .slowdown
+            .iter()
+            .map(|s| {
+                let v = s.values();
+                vec![
+                    s.scheduler.clone(),
+                    fmt::count(v[0]),
+                    fmt::count(v[1]),
+                    fmt::count(v[2]),
+                    fmt::count(v[3]),
+                    fmt::opt(reported::no_slowdown(&s.scheduler), fmt::count),
+                ]
+            })
+            .collect(),
+    });
+    b.push(Block::Plot("slowdown".into()));
+
+    let base = &cfg.schedulers.baseline;
+    b.push(Block::Heading(2, format!("Training overhead on `{focus}` (thesis Fig. 16)")));
+    b.push(Block::Para(format!(
+        "Total time = mean makespan + wall-clock training time, normalised to `{base}`'s mean makespan (= 1). Training \
+         time is measured on this machine (it is not reproducible run to run); the thesis trained DqnGPU in {} s.",
+        reported::DQNGPU_TRAIN_S
+    )));
+    b.push(Block::Table {
+        headers: strings(&[
+            "scheduler",
+            "makespan (s)",
+            "makespan / baseline",
+            "training (s)",
+            "training / baseline",
+            "total / baseline",
+            "thesis total",
+            "thesis without training",
+        ]),
+        rows: res
+            .training_overhead
+            .iter()
+            .map(|o| {
+                let th = reported::overhead(&o.scheduler);
+                vec![
+                    o.scheduler.clone(),
+                    fmt::secs(o.makespan_s),
+                    fmt::ratio(o.exec_norm),
+                    fmt::secs(o.train_s),
+                    fmt::ratio(o.train_norm),
+                    fmt::ratio(o.total_norm),
+                    fmt::opt(th.and_then(|t| t.0), fmt::ratio),
+                    fmt::opt(th.and_then(|t| t.2), fmt::ratio),
+                ]
+            })
+            .collect(),
+    });
+    b.push(Block::Plot("training_overhead".into()));
+
+    b.push(Block::Heading(2, format!("Cost on `{focus}` (thesis Fig. 17, prices of its Table 5)")));
+    let shared = cfg.cost.instance(&cfg.cost.shared);
+    b.push(Block::Para(format!(
+        "cost = instances x price (US$/h) x makespan (s) / 3600. The baseline `{base}` runs on dedicated instances and \
+         is billed for the `replaces` dedicated instances one shared `{}` (US$ {}/h) stands for; every other scheduler \
+         shares one `{}`. saving = 100 x (1 - cost / baseline cost). Training time is not billed. This is the form \
+         under which the thesis's two savings (29.86% and 49.98%) both follow from one DqnGPU/SJF time ratio (0.874); \
+         the thesis does not say which run gave that ratio.",
+        cfg.cost.shared,
+        shared.map(|s| s.usd_per_hour).unwrap_or(f64::NAN),
+        cfg.cost.shared,
+    )));
+    b.push(Block::Table {
+        headers: strings(&["assumption", "basis", "dedicated instance", "replaces"]),
+        rows: cfg
+            .cost
+            .assumptions
+            .iter()
+            .map(|a| vec![a.name.clone(), a.basis.clone(), a.dedicated.clone(), a.replaces.to_string()])
+            .collect(),
+    });
+    b.push(Block::Table {
+        headers: strings(&[
+            "assumption",
+            "scheduler",
+            "instance",
+            "instances",
+            "US$/h",
+            "makespan (s)",
+            "cost (US$)",
+            "saving vs baseline (%)",
+            "thesis saving, DqnGPU (%)",
+        ]),
+        rows: res
+            .cost
+            .iter()
+            .map(|c| {
+                let th = if c.scheduler == "dqngpu" { reported::cost_saving(&c.assumption) } else { None };
+                vec![
+                    c.assumption.clone(),
+                    c.scheduler.clone(),
+                    c.instance.clone(),
+                    c.instances.to_string(),
+                    format!("{}", c.usd_per_hour),
+                    fmt::secs(c.makespan_s),
+                    fmt::usd(c.cost_usd),
+                    fmt::pct(c.saving_vs_baseline_pct),
+                    fmt::opt(th, fmt::pct),
+                ]
+            })
+            .collect(),
+    });
+    b.push(Block::Plot("cost".into()));
+
+    b.push(Block::Heading(2, "GPU utilisation and memory over time".into()));
+    b.push(Block::Para(format!(
+        "One run per scheduler (class `{focus}`, seed {}): GPU utilisation (sum over the GPU's jobs of util demand x \
+         progress rate, capped at 100%) and GPU memory in use, averaged over the cluster's GPUs.",
+        res.timelines.first().map(|t| t.seed.to_string()).unwrap_or_else(|| "-".into())
+    )));
+    for t in &res.timelines {
+        b.push(Block::Plot(format!("timeline_{}", t.scheduler)));
+    }
+
+    b.push(Block::Heading(2, "Training".into()));
+    if res.training.is_empty() {
+        b.push(Block::Para("No scheduler needed training in this run.".into()));
+    } else {
+        b.push(Block::Table {
+            headers: strings(&["agent", "class", "training seeds", "iterations", "training (s)", "last mean makespan (s)"]),
+            rows: res
+                .training
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.scheduler.clone(),
+                        t.workload.clone(),
+                        seeds_text(&t.seeds),
+                        t.iterations.to_string(),
+                        fmt::secs(t.train_s),
+                        fmt::opt(t.curve.last().map(|p| p.mean_makespan_s), fmt::secs),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    b.push(Block::Plot("training_curves".into()));
+    b.push(Block::Para(format!(
+        "Files: `results.json` (every run and job), `summary.csv`, `config.toml` (the effective configuration), \
+         `plots/` (SVG and PNG). Whole experiment: {:.1} s wall clock.",
+        res.wall_s
+    )));
+    b
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Markdown.
+pub fn to_markdown(blocks: &[Block], plots: &[PlotFile]) -> String {
+    let mut out = String::new();
+    for bl in blocks {
+        match bl {
+            Block::Heading(l, t) => out.push_str(&format!("{} {t}\n\n", "#".repeat(usize::from(*l).clamp(1, 6)))),
+            Block::Para(t) => out.push_str(&format!("{t}\n\n")),
+            Block::Table { headers, rows } => {
+                out.push_str(&format!("| {} |\n", headers.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | ")));
+                out.push_str(&format!("|{}\n", " --- |".repeat(headers.len())));
+                for r in rows {
+                    out.push_str(&format!("| {} |\n", r.iter().map(|c| md_cell(c)).collect::<Vec<_>>().join(" | ")));
+                }
+                out.push('\n');
+            }
+            Block::Plot(name) => {
+                if let Some(p) = plots.iter().find(|p| &p.name == name) {
+                    out.push_str(&format!("![{}](plots/{name}.png)\n\n", p.title));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Inline code spans (`x`) to <code>.
+fn inline(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in esc(s).split('`').enumerate() {
+        if i % 2 == 1 {
+            out.push_str(&format!("<code>{part}</code>"));
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// Self-contained HTML: PNGs embedded as base64 data URIs, no external resources.
+pub fn to_html(blocks: &[Block], plots: &[PlotFile]) -> String {
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>dqngpu experiment</title>\n<style>\n\
+         body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\n\
+         table{border-collapse:collapse;margin:1em 0;font-size:14px}\n\
+         th,td{border:1px solid #bbb;padding:3px 7px;text-align:right}\n\
+         th{background:#eee}td:first-child,th:first-child{text-align:left}\n\
+         img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}\ncode{background:#f3f3f3;padding:0 3px}\n\
+         </style>\n</head>\n<body>\n",
+    );
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for bl in blocks {
+        match bl {
+            Block::Heading(l, t) => {
+                let l = (*l).clamp(1, 6);
+                out.push_str(&format!("<h{l}>{}</h{l}>\n", inline(t)));
+            }
+            Block::Para(t) => out.push_str(&format!("<p>{}</p>\n", inline(t))),
+            Block::Table { headers, rows } => {
+                out.push_str("<table>\n<tr>");
+                for h in headers {
+                    out.push_str(&format!("<th>{}</th>", esc(h)));
+                }
+                out.push_str("</tr>\n");
+                for r in rows {
+                    out.push_str("<tr>");
+                    for c in r {
+                        out.push_str(&format!("<td>{}</td>", esc(c)));
+                    }
+                    out.push_str("</tr>\n");
+                }
+                out.push_str("</table>\n");
+            }
+            Block::Plot(name) => {
+                if let Some(p) = plots.iter().find(|p| &p.name == name) {
+                    out.push_str(&format!(
+                        "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>\n",
+                        esc(&p.title),
+                        b64.encode(&p.png_bytes),
+                        esc(&p.title)
+                    ));
+                }
+            }
+        }
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_and_html_render_the_same_blocks() {
+        let blocks = vec![
+            Block::Heading(2, "A <b>".into()),
+            Block::Para("use `dqngpu`".into()),
+            Block::Table { headers: vec!["x".into(), "y|z".into()], rows: vec![vec!["1".into(), "2".into()]] },
+            Block::Plot("p".into()),
+            Block::Plot("missing".into()),
+        ];
+        let plots = vec![PlotFile {
+            name: "p".into(),
+            title: "P".into(),
+            svg: "p.svg".into(),
+            png: "p.png".into(),
+            png_bytes: vec![0x89, b'P', b'N', b'G'],
+        }];
+        let md = to_markdown(&blocks, &plots);
+        assert!(md.contains("## A <b>") && md.contains("| x | y\\|z |") && md.contains("| 1 | 2 |"), "{md}");
+        assert!(md.contains("![P](plots/p.png)") && !md.contains("missing"));
+        let html = to_html(&blocks, &plots);
+        assert!(html.contains("<h2>A &lt;b&gt;</h2>") && html.contains("<code>dqngpu</code>"), "{html}");
+        assert!(html.contains("src=\"data:image/png;base64,iVBORw==\""), "{html}");
+        assert!(!html.contains("src=\"http") && !html.contains("plots/"));
+    }
+}

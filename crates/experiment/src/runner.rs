@@ -1,0 +1,231 @@
+//! The evaluation runs: for each class x seed x scheduler, draw the job set and simulate it,
+//! in parallel (rayon), in a fixed order so the same seeds give the same results.
+
+use std::sync::Arc;
+
+use dqngpu_interference::{Interference, JobLoad};
+use dqngpu_model::{AppLibrary, ClusterSpec, ClusterView, Policy, WorkloadClass};
+use dqngpu_sim::{Arrivals, SimConfig, SimResult, Simulator, MIN_RATE};
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+
+use crate::config::ExperimentConfig;
+use crate::error::ExperimentError;
+use crate::results::{JobRecord, RunRecord, SlowdownBuckets, Timeline};
+
+/// Most points kept in a timeline (longer runs are thinned evenly).
+pub const TIMELINE_POINTS: usize = 1500;
+
+/// What every run shares: cluster, library, interference model, simulator settings.
+pub struct Setup {
+    /// The cluster.
+    pub cluster: ClusterSpec,
+    /// The app library.
+    pub library: AppLibrary,
+    /// The interference model.
+    pub interference: Arc<dyn Interference>,
+    /// Simulator settings.
+    pub sim: SimConfig,
+}
+
+impl Setup {
+    /// Resolves the config's library, cluster and interference model.
+    pub fn new(cfg: &ExperimentConfig) -> Result<Self, ExperimentError> {
+        let library = dqngpu_model::library::resolve(&cfg.library)?;
+        let cluster = match &cfg.cluster.file {
+            Some(f) => ClusterSpec::read(std::path::Path::new(f))?,
+            None => ClusterSpec::parse_gpus(&cfg.cluster.gpus)?,
+        };
+        let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&cfg.interference)?);
+        let sim = SimConfig { step_s: cfg.step_s, ..SimConfig::default() };
+        Ok(Setup { cluster, library, interference, sim })
+    }
+
+    /// The job set of (class, seed).
+    pub fn jobset(&self, class: WorkloadClass, jobs: usize, seed: u64) -> Result<dqngpu_model::JobSet, ExperimentError> {
+        Ok(dqngpu_sim::draw(&self.library, class, jobs, seed, Arrivals::AllAtZero)?)
+    }
+}
+
+/// Makes the policy called `name` for a run on job-set `seed`.
+pub type PolicyFactory<'a> = dyn Fn(&str, u64) -> Result<Box<dyn Policy + 'a>, ExperimentError> + Sync + 'a;
+
+/// One unit of work.
+#[derive(Debug, Clone)]
+struct Task {
+    class: WorkloadClass,
+    seed: u64,
+    scheduler: String,
+    timeline: bool,
+}
+
+/// Cluster-average GPU utilisation and memory (%) now: what the next step will use. The
+/// rates come from the same interference model on the same demands the simulator uses.
+fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f64) {
+    let n = view.gpus.len().max(1) as f64;
+    let (mut util, mut mem) = (0.0, 0.0);
+    let mut rates = Vec::new();
+    for g in view.gpus {
+        let loads: Vec<JobLoad<'_>> = g.running.iter().map(|r| JobLoad { app: &r.profile.app.name, demand: r.demand_now() }).collect();
+        rates.clear();
+        rates.resize(loads.len(), 1.0);
+        if !loads.is_empty() {
+            interference.rates(&g.spec, &loads, &mut rates);
+        }
+        let u: f64 = loads.iter().zip(&rates).map(|(l, r)| l.demand.gpu_util_pct * r.clamp(MIN_RATE, 1.0)).sum();
+        let m: f64 = loads.iter().map(|l| l.demand.gpu_mem_mib).sum();
+        util += u.min(100.0);
+        mem += 100.0 * m / g.spec.memory_mib;
+    }
+    (util / n, mem / n)
+}
+
+/// Runs `policy` on `jobset`, optionally sampling the usage timeline before every step.
+pub fn simulate(
+    setup: &Setup,
+    policy: &dyn Policy,
+    jobset: &dqngpu_model::JobSet,
+    timeline: bool,
+) -> Result<(SimResult, Option<(Vec<f64>, Vec<f64>, Vec<f64>)>), dqngpu_sim::SimError> {
+    let mut sim = Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), setup.sim.clone())?;
+    sim.set_policy_name(policy.name());
+    let mut trace = timeline.then(|| (Vec::new(), Vec::new(), Vec::new()));
+    while !sim.done() {
+        if sim.needs_decision() {
+            let d = policy.decide(&sim.view());
+            sim.apply(&d)?;
+        }
+        if let Some((t, u, m)) = trace.as_mut() {
+            let (util, mem) = usage_now(&sim.view(), setup.interference.as_ref());
+            t.push(sim.now_s());
+            u.push(util);
+            m.push(mem);
+        }
+        sim.step();
+    }
+    if let Some((t, u, m)) = trace.as_mut() {
+        t.push(sim.now_s());
+        u.push(0.0);
+        m.push(0.0);
+    }
+    Ok((sim.finish(), trace))
+}
+
+/// Keeps at most `max` evenly spaced points (always the last).
+fn thin(t: Vec<f64>, u: Vec<f64>, m: Vec<f64>, max: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let n = t.len();
+    if n <= max || max < 2 {
+        return (t, u, m);
+    }
+    let k = n.div_ceil(max - 1);
+    let idx: Vec<usize> = (0..n).step_by(k).chain(std::iter::once(n - 1)).collect();
+    let pick = |v: &[f64]| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
+    (pick(&t), pick(&u), pick(&m))
+}
+
+/// The record of a finished simulation.
+pub fn record(class: WorkloadClass, seed: u64, scheduler: &str, r: &SimResult) -> RunRecord {
+    RunRecord {
+        workload: class.name().to_string(),
+        scheduler: scheduler.to_string(),
+        seed,
+        makespan_s: r.makespan_s,
+        lower_bound_s: r.lower_bound_s,
+        avg_gpu_util_pct: r.avg_gpu_util_pct,
+        avg_gpu_mem_util_pct: r.avg_gpu_mem_util_pct,
+        oom_kills: u32::try_from(r.oom_kills).unwrap_or(u32::MAX),
+        slowdown_buckets: SlowdownBuckets {
+            none: r.slowdown_buckets.none as u32,
+            lt10: r.slowdown_buckets.lt10 as u32,
+            from10to20: r.slowdown_buckets.from10to20 as u32,
+            ge20: r.slowdown_buckets.ge20 as u32,
+        },
+        jobs: r
+            .jobs
+            .iter()
+            .map(|j| JobRecord {
+                id: j.id,
+                app: j.app.clone(),
+                gpu: j.gpu,
+                submit_s: j.submit_s,
+                start_s: j.start_s,
+                finish_s: j.finish_s,
+                solo_s: j.solo_s,
+                exec_slowdown: j.exec_slowdown,
+                jct_slowdown: j.jct_slowdown,
+                restarts: j.restarts,
+            })
+            .collect(),
+    }
+}
+
+/// Evaluates `schedulers` on every class and evaluation seed. Returns the runs in (class,
+/// seed, scheduler) order and one timeline per scheduler (focus class, first seed).
+pub fn evaluate(
+    cfg: &ExperimentConfig,
+    setup: &Setup,
+    schedulers: &[String],
+    make_policy: &PolicyFactory<'_>,
+    progress: &ProgressBar,
+) -> Result<(Vec<RunRecord>, Vec<Timeline>), ExperimentError> {
+    let classes = cfg.classes()?;
+    let focus: WorkloadClass = cfg.workloads.focus.parse()?;
+    let seeds = cfg.eval_seeds();
+    let mut jobsets = Vec::new();
+    for &c in &classes {
+        for &s in &seeds {
+            jobsets.push(((c, s), setup.jobset(c, cfg.workloads.jobs, s)?));
+        }
+    }
+    let first_seed = seeds.first().copied();
+    let mut tasks = Vec::new();
+    for &class in &classes {
+        for &seed in &seeds {
+            for s in schedulers {
+                let timeline = class == focus && Some(seed) == first_seed;
+                tasks.push(Task { class, seed, scheduler: s.clone(), timeline });
+            }
+        }
+    }
+    progress.set_length(tasks.len() as u64);
+    let out: Vec<Result<(RunRecord, Option<Timeline>), ExperimentError>> = tasks
+        .par_iter()
+        .map(|t| {
+            let what = || format!("{} on {} seed {}", t.scheduler, t.class, t.seed);
+            let jobset = &jobsets.iter().find(|(k, _)| *k == (t.class, t.seed)).ok_or_else(|| ExperimentError::Run { what: what(), message: "job set missing".into() })?.1;
+            let policy = make_policy(&t.scheduler, t.seed)?;
+            let (res, trace) = simulate(setup, policy.as_ref(), jobset, t.timeline).map_err(|e| ExperimentError::Run { what: what(), message: e.to_string() })?;
+            let timeline = trace.map(|(ts, u, m)| {
+                let (t_s, gpu_util_pct, gpu_mem_pct) = thin(ts, u, m, TIMELINE_POINTS);
+                Timeline { workload: t.class.name().into(), scheduler: t.scheduler.clone(), seed: t.seed, t_s, gpu_util_pct, gpu_mem_pct }
+            });
+            progress.inc(1);
+            Ok((record(t.class, t.seed, &t.scheduler, &res), timeline))
+        })
+        .collect();
+    let mut runs = Vec::with_capacity(out.len());
+    let mut timelines = Vec::new();
+    for r in out {
+        let (run, tl) = r?;
+        runs.push(run);
+        timelines.extend(tl);
+    }
+    Ok((runs, timelines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinning_keeps_ends_and_bounds_size() {
+        let t: Vec<f64> = (0..10_001).map(f64::from).collect();
+        let (a, b, _) = thin(t.clone(), t.clone(), t, 1500);
+        assert!(a.len() <= 1501, "{}", a.len());
+        assert_eq!(a.first(), Some(&0.0));
+        assert_eq!(a.last(), Some(&10_000.0));
+        assert_eq!(a, b);
+        let (a, _, _) = thin(vec![1.0, 2.0], vec![0.0; 2], vec![0.0; 2], 1500);
+        assert_eq!(a, vec![1.0, 2.0]);
+    }
+}

@@ -1,0 +1,19 @@
+//! `none`: ideal sharing, every job as fast as alone (for comparison).
+
+use dqngpu_model::GpuSpec;
+
+use crate::{Interference, JobLoad};
+
+/// Every rate is 1.0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoInterference;
+
+impl Interference for NoInterference {
+    fn name(&self) -> &str {
+        "none"
+    }
+
+    fn rates(&self, _gpu: &GpuSpec, _jobs: &[JobLoad<'_>], rates: &mut [f64]) {
+        rates.fill(1.0);
+    }
+}

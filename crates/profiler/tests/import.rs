@@ -1,0 +1,192 @@
+//! The importers on sample logs written from the tools' documented formats (tests/data/).
+
+use std::path::{Path, PathBuf};
+
+use dqngpu_model::{AppInfo, ModelError, Resource};
+use dqngpu_profiler::{import_file, import_str, ImportFormat, ImportOptions, Imported};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+fn opts() -> ImportOptions {
+    ImportOptions { app: AppInfo { name: "app".into(), ..Default::default() }, ..Default::default() }
+}
+
+fn with_gpu(g: u32) -> ImportOptions {
+    ImportOptions { gpu: Some(g), ..opts() }
+}
+
+fn import(name: &str, format: ImportFormat, o: &ImportOptions) -> Result<Imported, ModelError> {
+    import_file(&data(name), format, o)
+}
+
+fn col(i: &Imported, r: Resource) -> Vec<f64> {
+    i.profile.samples.iter().map(|s| s.get(r)).collect()
+}
+
+fn has_note(i: &Imported, needle: &str) -> bool {
+    i.notes.iter().any(|n| n.contains(needle))
+}
+
+#[test]
+fn nvidia_smi_with_units_two_gpus_na_and_repeated_header() {
+    let e = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("several GPUs (0, 1)") && e.contains("--gpu") && e.contains("nvidia_smi_units.csv"), "{e}");
+
+    let e = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &with_gpu(5)).unwrap_err();
+    assert!(e.is_usage(), "{e}");
+    assert!(e.to_string().contains("valid: 0, 1"), "{e}");
+
+    let i = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &with_gpu(0)).unwrap();
+    assert_eq!(i.readings, 16);
+    assert_eq!(i.profile.interval_s, 0.501); // the median gap of a -lms 500 log that drifts
+    assert_eq!(i.profile.samples.len(), 16);
+    // The [N/A] at reading 9 holds reading 8's 88 %; memory's [N/A] holds 9812.
+    let util = col(&i, Resource::GpuUtil);
+    assert!((util[9] - 88.0).abs() < 1.0, "{util:?}");
+    assert_eq!(i.profile.summary().peak.gpu_mem_mib, 9812.0);
+    assert_eq!(col(&i, Resource::Sm), util, "no SM field: SM is GPU util");
+    assert!(col(&i, Resource::Pcie).iter().all(|&v| v == 0.0));
+    for n in ["ignored nvidia-smi fields: pstate", "gpu_util_pct: 1 missing", "gpu_mem_mib: 1 missing", "sm_pct", "pcie_mbps"] {
+        assert!(has_note(&i, n), "missing note `{n}`: {:?}", i.notes);
+    }
+    let on = i.profile.recorded_on.as_ref().unwrap();
+    assert_eq!((on.gpu_name.as_str(), on.architecture.as_str(), on.memory_mib), ("NVIDIA TITAN Xp", "Pascal", 12288.0));
+
+    let other = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &with_gpu(1)).unwrap();
+    assert!(col(&other, Resource::GpuMem).iter().all(|&m| m == 3000.0));
+}
+
+#[test]
+fn nvidia_smi_nounits_across_midnight_and_noheader_with_columns() {
+    let i = import("nvidia_smi_nounits.csv", ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert_eq!(i.profile.samples.len(), 10);
+    assert_eq!(i.profile.interval_s, 1.001);
+    assert_eq!(i.profile.summary().peak.gpu_mem_mib, 1900.0);
+    assert_eq!(i.profile.summary().peak.gpu_util_pct, 100.0);
+
+    let e = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("--columns"), "{e}");
+    let cols = ImportOptions {
+        columns: Some(vec!["timestamp".into(), "index".into(), "utilization.gpu".into(), "memory.used".into()]),
+        ..opts()
+    };
+    let n = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &cols).unwrap();
+    assert_eq!(n.profile.samples, i.profile.samples);
+    let bad = ImportOptions { columns: Some(vec!["timestamp".into(), "index".into()]), ..opts() };
+    let e = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &bad).unwrap_err().to_string();
+    assert!(e.contains("--columns") && e.contains("utilization.gpu"), "{e}");
+}
+
+#[test]
+fn dmon_without_time_column_two_gpus_and_dashes() {
+    let e = import("dmon_umt.txt", ImportFormat::Dmon, &opts()).unwrap_err().to_string();
+    assert!(e.contains("several GPUs (0, 1)"), "{e}");
+    let i = import("dmon_umt.txt", ImportFormat::Dmon, &with_gpu(0)).unwrap();
+    assert_eq!(i.profile.interval_s, 1.0);
+    assert_eq!(col(&i, Resource::GpuUtil), [0.0, 3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0, 12.0]);
+    assert_eq!(col(&i, Resource::GpuMem), [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0, 263.0]);
+    // rx + tx; row 5 has `-` for both and holds row 4's 305 + 118.
+    assert_eq!(col(&i, Resource::Pcie), [0.0, 890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0, 0.0]);
+    assert!(has_note(&i, "no time column") && has_note(&i, "pcie_mbps: 1 missing"), "{:?}", i.notes);
+    let slow = import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
+    assert_eq!((slow.profile.interval_s, slow.profile.samples.len()), (5.0, 10));
+    assert_eq!(slow.profile.samples[0].pcie_mbps, 15.0);
+}
+
+#[test]
+fn dmon_with_date_and_time() {
+    let i = import("dmon_umt_dt.txt", ImportFormat::Dmon, &opts()).unwrap();
+    assert_eq!(i.profile.interval_s, 2.0);
+    assert_eq!(col(&i, Resource::GpuUtil), [5.0, 60.0, 70.0, 72.0, 71.0, 70.0, 69.0, 8.0]);
+    assert_eq!(col(&i, Resource::Pcie)[1], 930.0);
+    assert!(!has_note(&i, "no time column"));
+}
+
+#[test]
+fn dcgm_gauges_filtered_by_pod_or_gpu() {
+    let e = import("dcgm_gauges.prom", ImportFormat::Dcgm, &opts()).unwrap_err().to_string();
+    assert!(e.contains("several GPUs (0, 1)"), "{e}");
+    let by_pod = ImportOptions { pod: Some("resnet50-train-7d9f".into()), ..opts() };
+    let i = import("dcgm_gauges.prom", ImportFormat::Dcgm, &by_pod).unwrap();
+    assert_eq!(i.gpu, 0);
+    assert_eq!(i.profile.interval_s, 15.0);
+    assert_eq!(i.profile.samples.len(), 9);
+    let s = &i.profile.samples[2];
+    assert_eq!((s.gpu_util_pct, s.gpu_mem_mib), (92.0, 15800.0));
+    assert!((s.sm_pct - 78.34).abs() < 1e-9, "SM_ACTIVE ratio 0.7834 -> {}", s.sm_pct);
+    assert!((i.profile.samples[1].pcie_mbps - 2520.0).abs() < 1e-9); // (120e6 + 2400e6) B/s
+    let by_gpu = import("dcgm_gauges.prom", ImportFormat::Dcgm, &with_gpu(1)).unwrap();
+    assert!(col(&by_gpu, Resource::Sm).iter().all(|&v| (v - 35.0).abs() < 1e-9));
+    let container = ImportOptions { container: Some("bert".into()), ..opts() };
+    assert_eq!(import("dcgm_gauges.prom", ImportFormat::Dcgm, &container).unwrap().gpu, 1);
+    let nope = ImportOptions { pod: Some("nope".into()), ..opts() };
+    let e = import("dcgm_gauges.prom", ImportFormat::Dcgm, &nope).unwrap_err().to_string();
+    assert!(e.contains("bert-infer-5c2a") && e.contains("resnet50-train-7d9f"), "{e}");
+}
+
+#[test]
+fn dcgm_counters_with_a_reset_and_scrape_separators() {
+    let o = ImportOptions { pod: Some("lammps-md-0".into()), ..opts() };
+    let i = import("dcgm_counters.prom", ImportFormat::Dcgm, &o).unwrap();
+    assert_eq!(i.profile.interval_s, 5.0);
+    assert_eq!(i.profile.samples.len(), 7);
+    // 100 MB/s TX + 300 MB/s RX throughout, including across the exporter restart at scrape 5;
+    // the first scrape has no previous one and takes the next rate.
+    for (k, s) in i.profile.samples.iter().enumerate() {
+        assert!((s.pcie_mbps - 400.0).abs() < 1e-9, "sample {k}: {}", s.pcie_mbps);
+    }
+    assert!(has_note(&i, "reset 2 time(s)"), "{:?}", i.notes);
+    assert_eq!(i.profile.samples[2].sm_pct, 40.0, "NaN holds the previous 0.40");
+}
+
+fn err(text: &str, format: ImportFormat) -> String {
+    import_str(text, Some(Path::new("log.txt")), format, &opts()).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_input_names_the_line() {
+    let smi = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n\
+               2026/11/25 21:50:00.000, 0, 10 %, 100 MiB\n\
+               2026/11/25 21:50:01.000, 0, 1";
+    let e = err(smi, ImportFormat::NvidiaSmi);
+    assert!(e.contains("log.txt, line 3") && e.contains("truncated"), "{e}");
+
+    let back = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n\
+                2026/11/25 21:50:01.000, 0, 10 %, 100 MiB\n\
+                2026/11/25 21:50:00.500, 0, 10 %, 100 MiB\n";
+    let e = err(back, ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 3") && e.contains("backwards") && e.contains("line 2"), "{e}");
+
+    let over = "timestamp, utilization.gpu [%], memory.used [MiB]\n2026/11/25 21:50:01.000, 120 %, 100 MiB\n";
+    let e = err(over, ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 2, field `utilization.gpu`") && e.contains("above 100"), "{e}");
+
+    let badts = "timestamp, utilization.gpu [%], memory.used [MiB]\n21:50:01, 12 %, 100 MiB\n";
+    assert!(err(badts, ImportFormat::NvidiaSmi).contains("line 2, field `timestamp`"));
+
+    let dmon = "# gpu sm mem fb rxpci txpci\n# Idx % % MB MB/s MB/s\n 0 10 1 100 1 1\n 0 10 1\n";
+    let e = err(dmon, ImportFormat::Dmon);
+    assert!(e.contains("line 4") && e.contains("truncated"), "{e}");
+    assert!(err(" 0 10 1 100 1 1\n", ImportFormat::Dmon).contains("before the `# gpu"));
+    let dmon_back = "#Date Time gpu sm fb\n#YYYYMMDD HH:MM:SS Idx % MB\n 20261125 10:00:02 0 1 1\n 20261125 10:00:01 0 1 1\n";
+    assert!(err(dmon_back, ImportFormat::Dmon).contains("line 4, field `timestamp`"));
+
+    let dcgm = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\nDCGM_FI_DEV_FB_USED{gpu=\"0\",pod=\"a";
+    let e = err(dcgm, ImportFormat::Dcgm);
+    assert!(e.contains("line 2") && e.contains("truncated"), "{e}");
+    let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10\n", ImportFormat::Dcgm);
+    assert!(e.contains("line 1") && e.contains("scrape at"), "{e}");
+    let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 2000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\n", ImportFormat::Dcgm);
+    assert!(e.contains("line 2") && e.contains("backwards"), "{e}");
+    let e = err("DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 45 1000\n", ImportFormat::Dcgm);
+    assert!(e.contains("0..1"), "{e}");
+    let dup = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"a\"} 10 1000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"b\"} 20 1000\n";
+    assert!(err(dup, ImportFormat::Dcgm).contains("--pod"));
+    let no_mem = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\n";
+    assert!(err(no_mem, ImportFormat::Dcgm).contains("gpu_mem_mib"));
+
+    let e = "parquet".parse::<ImportFormat>().unwrap_err();
+    assert!(e.is_usage() && e.to_string().contains("nvidia-smi, dmon, dcgm"));
+}

@@ -1,0 +1,136 @@
+//! Checkpoints: the weights as safetensors (`MODEL`) and a JSON file beside them
+//! (`MODEL` with extension `.json`) that records the agent, its state encoding, the network
+//! shape and the training hyper-parameters. Loading refuses a checkpoint whose agent or
+//! encoding differs from what the caller needs, naming the field.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::deeprm::DeepRmParams;
+use crate::error::RlError;
+use crate::gpu::GpuEncoding;
+use crate::net::{Head, PolicyNet};
+use crate::reinforce::TrainConfig;
+
+/// Version of the metadata layout.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The state/action encoding a network was trained on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Encoding {
+    /// DeepRM's own environment.
+    DeepRmClassic(DeepRmParams),
+    /// Our simulator: DqnGPU or DeepRM Max / Mean.
+    Gpu(GpuEncoding),
+}
+
+impl Encoding {
+    /// Observation length.
+    pub fn obs_len(&self) -> usize {
+        match self {
+            Encoding::DeepRmClassic(p) => p.obs_len(),
+            Encoding::Gpu(g) => g.obs_len(),
+        }
+    }
+
+    /// Number of actions.
+    pub fn n_actions(&self) -> usize {
+        match self {
+            Encoding::DeepRmClassic(p) => p.num_nw + 1,
+            Encoding::Gpu(g) => g.n_actions(),
+        }
+    }
+
+    /// The network head this encoding is read with.
+    pub fn head(&self) -> Head {
+        match self {
+            Encoding::DeepRmClassic(_) => Head::Joint,
+            Encoding::Gpu(_) => Head::PerAction,
+        }
+    }
+}
+
+/// What the JSON file beside the weights holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointMeta {
+    /// [`FORMAT_VERSION`].
+    pub format: u32,
+    /// Agent name (`deeprm-classic`, `dqngpu`, `deeprm-max`, `deeprm-mean`).
+    pub agent: String,
+    /// The encoding.
+    pub encoding: Encoding,
+    /// Hidden layer sizes.
+    pub hidden: Vec<usize>,
+    /// Training hyper-parameters.
+    pub train: TrainConfig,
+    /// What it was trained on, free text (workload class, cluster, job sets, seeds).
+    #[serde(default)]
+    pub trained_on: String,
+    /// Iterations done.
+    #[serde(default)]
+    pub iterations_done: usize,
+    /// Training wall time, s.
+    #[serde(default)]
+    pub train_wall_s: f64,
+}
+
+/// The metadata path of a weights file: same name, extension `.json`.
+pub fn meta_path(weights: &Path) -> PathBuf {
+    weights.with_extension("json")
+}
+
+/// Writes the weights to `path` and the metadata beside them.
+pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
+    let meta_file = meta_path(path);
+    if meta_file == path {
+        return Err(RlError::Config {
+            field: "model path",
+            message: format!("{}: the weights file must not end in .json (its metadata goes there)", path.display()),
+        });
+    }
+    net.save(path)?;
+    let text = serde_json::to_string_pretty(meta).map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
+    dqngpu_model::error::write_file_atomic(&meta_file, text.as_bytes())?;
+    Ok(())
+}
+
+/// Reads the metadata of a checkpoint.
+pub fn read_meta(path: &Path) -> Result<CheckpointMeta, RlError> {
+    let meta_file = meta_path(path);
+    let text = std::fs::read_to_string(&meta_file).map_err(|source| RlError::Io { path: meta_file.clone(), source })?;
+    let meta: CheckpointMeta =
+        serde_json::from_str(&text).map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
+    if meta.format != FORMAT_VERSION {
+        return Err(RlError::BadCheckpoint {
+            path: meta_file,
+            message: format!("format {} is not supported (this build reads {FORMAT_VERSION})", meta.format),
+        });
+    }
+    Ok(meta)
+}
+
+/// Loads a checkpoint for `agent`; with `expected`, refuses any other encoding.
+pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(PolicyNet, CheckpointMeta), RlError> {
+    let meta = read_meta(path)?;
+    let meta_file = meta_path(path);
+    if meta.agent != agent {
+        return Err(RlError::EncodingMismatch {
+            path: meta_file,
+            message: format!("it was trained for agent `{}`, not `{agent}`", meta.agent),
+        });
+    }
+    if let Some(want) = expected {
+        if &meta.encoding != want {
+            let have = serde_json::to_string(&meta.encoding).unwrap_or_default();
+            let want = serde_json::to_string(want).unwrap_or_default();
+            return Err(RlError::EncodingMismatch {
+                path: meta_file,
+                message: format!("its state encoding is {have}, but {want} is needed; retrain or use matching options"),
+            });
+        }
+    }
+    let net = PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;
+    Ok((net, meta))
+}

@@ -1,0 +1,324 @@
+//! The image state and combination actions of DqnGPU (thesis IV.2, Fig. 7), and DeepRM Max /
+//! Mean's single-job version over constant demands.
+//!
+//! For the GPU being decided, each image has `time_horizon` rows of `row_s` seconds of
+//! profile time and `res_slots` cells per resource (a cell is 1/`res_slots` of that GPU's
+//! capacity). The network scores every action from the same inputs — the cluster image of
+//! what already runs there (running jobs' future demands from their profiles at their
+//! progress points), the combined image of the action's jobs, and a few scalars — with one
+//! shared MLP, so the 2^M - 1 combination actions of the thesis need no more weights than one.
+
+use std::sync::Arc;
+
+use dqngpu_model::{AppProfile, ClusterView, JobId, QueuedJob, Resources};
+use serde::{Deserialize, Serialize};
+
+/// Which agent an encoding is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    /// The thesis's agent: time-varying profiles, combination actions.
+    Dqngpu,
+    /// DeepRM fed each job's peak usage as a constant demand, one job per action.
+    DeeprmMax,
+    /// DeepRM fed each job's mean usage as a constant demand, one job per action.
+    DeeprmMean,
+}
+
+impl AgentKind {
+    /// All three, as the CLI spells them.
+    pub const NAMES: [&'static str; 3] = ["dqngpu", "deeprm-max", "deeprm-mean"];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Dqngpu => "dqngpu",
+            AgentKind::DeeprmMax => "deeprm-max",
+            AgentKind::DeeprmMean => "deeprm-mean",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "dqngpu" => Some(AgentKind::Dqngpu),
+            "deeprm-max" | "deeprm_max" => Some(AgentKind::DeeprmMax),
+            "deeprm-mean" | "deeprm_mean" => Some(AgentKind::DeeprmMean),
+            _ => None,
+        }
+    }
+
+    /// True for the thesis's combination actions.
+    pub fn combinations(self) -> bool {
+        self == AgentKind::Dqngpu
+    }
+}
+
+/// The state/action encoding over the simulator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuEncoding {
+    /// Agent.
+    pub agent: AgentKind,
+    /// Image rows (T).
+    pub time_horizon: usize,
+    /// Seconds of profile time per image row.
+    pub row_s: f64,
+    /// Cells per resource.
+    pub res_slots: usize,
+    /// Waiting-job slots shown (M).
+    pub job_slots: usize,
+    /// The backlog (jobs beyond the M slots) is shown as min(count, this) / this.
+    pub backlog_cap: usize,
+}
+
+/// Scalars appended to each action's images: hold flag, jobs in the action / M, backlog,
+/// and per resource the share of rows where the action would overcommit the GPU.
+const EXTRAS: usize = 7;
+
+impl GpuEncoding {
+    /// The defaults for `agent`: T = 20 rows of 15 s (a 300 s horizon, the longest thesis
+    /// profiles), 10 cells per resource, M = 5.
+    pub fn new(agent: AgentKind) -> Self {
+        GpuEncoding { agent, time_horizon: 20, row_s: 15.0, res_slots: 10, job_slots: 5, backlog_cap: 30 }
+    }
+
+    /// Checks the values are usable (M is at most 8: 2^M actions are scored every decision).
+    pub fn validate(&self) -> Result<(), crate::RlError> {
+        let bad = |field, message: String| Err(crate::RlError::Config { field, message });
+        if self.time_horizon == 0 || self.res_slots == 0 || self.backlog_cap == 0 {
+            return bad("encoding", "time horizon, resource slots and backlog cap must be positive".into());
+        }
+        if !(1..=8).contains(&self.job_slots) {
+            return bad("job_slots", format!("M must be within 1..=8, got {}", self.job_slots));
+        }
+        if !(self.row_s.is_finite() && self.row_s > 0.0) {
+            return bad("row_s", format!("must be a positive number of seconds, got {}", self.row_s));
+        }
+        Ok(())
+    }
+
+    /// Inputs per action: two images (cluster, action) of 4 resources, plus the scalars.
+    pub fn action_len(&self) -> usize {
+        2 * 4 * self.time_horizon * self.res_slots + EXTRAS
+    }
+
+    /// Observation length (all actions' inputs).
+    pub fn obs_len(&self) -> usize {
+        self.n_actions() * self.action_len()
+    }
+
+    /// Number of actions: hold plus every non-empty subset of the M slots (DqnGPU), or hold
+    /// plus one per slot (DeepRM).
+    pub fn n_actions(&self) -> usize {
+        if self.agent.combinations() {
+            1 << self.job_slots
+        } else {
+            self.job_slots + 1
+        }
+    }
+
+    /// The slot subset (bit i = slot i) of action `a` (0 = hold).
+    pub fn subset(&self, a: usize) -> u32 {
+        if self.agent.combinations() || a == 0 {
+            a as u32
+        } else {
+            1 << (a - 1)
+        }
+    }
+
+    /// The demand rows (T x 4) this agent believes `profile` has from `progress_s` on, using
+    /// rate 1: memory is the maximum within each row, the others the mean; the last row also
+    /// covers the rest of the profile beyond the horizon (its memory peak), so a fit over the
+    /// horizon is a fit for the whole run.
+    pub fn rows(&self, profile: &AppProfile, progress_s: f64) -> Vec<Resources> {
+        let t = self.time_horizon;
+        let constant = match self.agent {
+            AgentKind::Dqngpu => None,
+            AgentKind::DeeprmMax => Some(profile.summary().peak),
+            AgentKind::DeeprmMean => Some(profile.summary().mean),
+        };
+        let n = profile.samples.len();
+        let first = profile.sample_index(progress_s.max(0.0));
+        let remaining = profile.solo_s() - progress_s;
+        let mut out = vec![Resources::ZERO; t];
+        for (r, row) in out.iter_mut().enumerate() {
+            let start = r as f64 * self.row_s;
+            if start >= remaining {
+                break;
+            }
+            if let Some(c) = constant {
+                *row = c;
+                continue;
+            }
+            let from = (first + (start / profile.interval_s) as usize).min(n - 1);
+            let to = if r + 1 == t {
+                n
+            } else {
+                (first + ((start + self.row_s) / profile.interval_s).ceil() as usize).clamp(from + 1, n)
+            };
+            let mut sum = Resources::ZERO;
+            let mut mem: f64 = 0.0;
+            for s in &profile.samples[from..to] {
+                sum = sum.add(s);
+                mem = mem.max(s.gpu_mem_mib);
+            }
+            let mut mean = sum.scale(1.0 / (to - from) as f64);
+            mean.gpu_mem_mib = mem;
+            *row = mean;
+        }
+        out
+    }
+}
+
+/// A job on (or being placed on) the GPU being decided.
+#[derive(Debug, Clone)]
+pub struct Resident {
+    /// App name.
+    pub app: String,
+    /// Its demand rows.
+    pub rows: Vec<Resources>,
+}
+
+/// What the encoder knows of one GPU during a decision round.
+#[derive(Debug, Clone)]
+pub struct GpuRound {
+    /// Capacity of the GPU.
+    pub capacity: Resources,
+    /// Jobs running there (with those placed earlier in this round).
+    pub residents: Vec<Resident>,
+}
+
+impl GpuRound {
+    /// The GPU `g` of `view` as the encoder sees it.
+    pub fn from_view(enc: &GpuEncoding, view: &ClusterView<'_>, g: usize) -> Self {
+        let gpu = &view.gpus[g];
+        let residents = gpu
+            .running
+            .iter()
+            .map(|j| Resident { app: j.profile.app.name.clone(), rows: enc.rows(&j.profile, j.progress_s) })
+            .collect();
+        GpuRound { capacity: gpu.spec.capacity(), residents }
+    }
+
+    /// Sum of the residents' rows.
+    fn load(&self, t: usize) -> Vec<Resources> {
+        let mut sum = vec![Resources::ZERO; t];
+        for r in &self.residents {
+            for (s, v) in sum.iter_mut().zip(&r.rows) {
+                *s = s.add(v);
+            }
+        }
+        sum
+    }
+}
+
+/// A waiting job shown in a slot.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Job id.
+    pub id: JobId,
+    /// App name.
+    pub app: String,
+    /// Apps it was killed out of memory beside.
+    pub avoid: Vec<String>,
+    /// Its demand rows from the start.
+    pub rows: Vec<Resources>,
+    /// Its profile.
+    pub profile: Arc<AppProfile>,
+}
+
+impl Candidate {
+    /// A candidate from a queued job.
+    pub fn new(enc: &GpuEncoding, q: &QueuedJob) -> Self {
+        Candidate { id: q.id, app: q.app.clone(), avoid: q.avoid_apps.clone(), rows: enc.rows(&q.profile, 0.0), profile: q.profile.clone() }
+    }
+}
+
+/// Writes every action's inputs into `obs` and which actions are allowed into `mask`.
+///
+/// An action is allowed when its jobs exist, none was killed beside another app in the
+/// group, and the group fits the GPU: memory at every row (an overflow is an OOM kill), and
+/// for the thesis's agent the compute resources over the horizon as a whole (the thesis's
+/// capacity condition, sum_j r_jk T_j <= R_k T: overcommitting them only slows jobs down,
+/// which the agent learns to weigh); DeepRM Max / Mean keep DeepRM's rule, every resource at
+/// every row. Hold is always allowed except on an idle GPU while some job fits there.
+pub fn encode(
+    enc: &GpuEncoding,
+    round: &GpuRound,
+    slots: &[Candidate],
+    backlog: usize,
+    obs: &mut [f32],
+    mask: &mut [bool],
+) {
+    let t = enc.time_horizon;
+    let cap = round.capacity.to_array();
+    let load = round.load(t);
+    let cell = |v: f64, k: usize| -> usize {
+        if cap[k] <= 0.0 {
+            0
+        } else {
+            ((v / cap[k] * enc.res_slots as f64).ceil().max(0.0) as usize).min(enc.res_slots)
+        }
+    };
+    let img = t * enc.res_slots;
+    let al = enc.action_len();
+    let m = enc.job_slots;
+    obs.fill(0.0);
+    // The cluster image, shared by every action.
+    let mut cluster = vec![0.0f32; 4 * img];
+    for (r, row) in load.iter().enumerate() {
+        for (k, v) in row.to_array().iter().enumerate() {
+            let c = cell(*v, k);
+            cluster[k * img + r * enc.res_slots..k * img + r * enc.res_slots + c].fill(1.0);
+        }
+    }
+    let backlog_v = backlog.min(enc.backlog_cap) as f32 / enc.backlog_cap as f32;
+    let mut any_fits = false;
+    for a in 0..enc.n_actions() {
+        let set = enc.subset(a);
+        let members: Vec<&Candidate> = (0..m).filter(|i| set & (1 << i) != 0).filter_map(|i| slots.get(i)).collect();
+        let exists = members.len() == set.count_ones() as usize;
+        let x = &mut obs[a * al..(a + 1) * al];
+        x[..4 * img].copy_from_slice(&cluster);
+        let mut add = vec![Resources::ZERO; t];
+        for c in &members {
+            for (s, v) in add.iter_mut().zip(&c.rows) {
+                *s = s.add(v);
+            }
+        }
+        let mut over = [0usize; 4];
+        let mut area = [0.0f64; 4];
+        for r in 0..t {
+            let both = load[r].add(&add[r]).to_array();
+            for (k, v) in add[r].to_array().iter().enumerate() {
+                let c = cell(*v, k);
+                let base = 4 * img + k * img + r * enc.res_slots;
+                x[base..base + c].fill(1.0);
+                if both[k] > cap[k] + 1e-9 {
+                    over[k] += 1;
+                }
+                area[k] += both[k];
+            }
+        }
+        let e = 8 * img;
+        x[e] = if a == 0 { 1.0 } else { 0.0 };
+        x[e + 1] = members.len() as f32 / m as f32;
+        x[e + 2] = backlog_v;
+        for k in 0..4 {
+            x[e + 3 + k] = over[k] as f32 / t as f32;
+        }
+        if a == 0 {
+            continue;
+        }
+        let conflict = members.iter().any(|c| {
+            c.avoid.iter().any(|app| round.residents.iter().any(|r| &r.app == app) || members.iter().any(|o| &o.app == app))
+        });
+        let fits = match enc.agent {
+            AgentKind::Dqngpu => over[1] == 0 && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9),
+            _ => over.iter().all(|&o| o == 0),
+        };
+        mask[a] = exists && !conflict && fits && !members.is_empty();
+        any_fits |= mask[a];
+    }
+    mask[0] = !(round.residents.is_empty() && any_fits);
+}

@@ -1,0 +1,165 @@
+//! The training environment over the dqngpu simulator.
+
+use std::sync::Arc;
+
+use dqngpu_interference::Interference;
+use dqngpu_model::{AppLibrary, ClusterSpec, JobSet};
+use dqngpu_sim::{SimConfig, Simulator};
+
+use super::encoding::GpuEncoding;
+use super::round::Round;
+use crate::env::{Env, Task, Transition};
+use crate::error::RlError;
+
+/// Reward per simulated second while jobs remain, divided by this (returns of order -10).
+pub const REWARD_SCALE_S: f64 = 1000.0;
+
+/// Training on the simulator: job sets, cluster, library, interference model.
+pub struct GpuTask {
+    /// The encoding.
+    pub encoding: GpuEncoding,
+    /// The cluster.
+    pub cluster: ClusterSpec,
+    /// The app library.
+    pub library: AppLibrary,
+    /// The interference model.
+    pub interference: Arc<dyn Interference>,
+    /// Training job sets.
+    pub sets: Vec<JobSet>,
+    /// Simulator settings.
+    pub config: SimConfig,
+}
+
+impl GpuTask {
+    /// A task; checks every job set builds a simulation (unknown apps, oversized profiles).
+    pub fn new(
+        encoding: GpuEncoding,
+        cluster: ClusterSpec,
+        library: AppLibrary,
+        interference: Arc<dyn Interference>,
+        sets: Vec<JobSet>,
+        config: SimConfig,
+    ) -> Result<Self, RlError> {
+        encoding.validate()?;
+        for s in &sets {
+            Simulator::new(&cluster, &library, s, interference.clone(), config.clone())?;
+        }
+        Ok(GpuTask { encoding, cluster, library, interference, sets, config })
+    }
+}
+
+/// One episode: a simulation driven by the agent's choices.
+pub struct GpuEnv<'a> {
+    enc: &'a GpuEncoding,
+    sim: Option<Simulator>,
+    round: Option<Round>,
+    /// Simulated seconds passed since the last agent step.
+    waited_s: f64,
+    failed: bool,
+}
+
+impl<'a> GpuEnv<'a> {
+    fn new(task: &'a GpuTask, index: usize) -> Self {
+        let sim = Simulator::new(&task.cluster, &task.library, &task.sets[index], task.interference.clone(), task.config.clone());
+        let mut env = GpuEnv { enc: &task.encoding, failed: sim.is_err(), sim: sim.ok(), round: None, waited_s: 0.0 };
+        env.advance();
+        env
+    }
+
+    /// Runs the simulation until the agent has a real choice or every job finished.
+    fn advance(&mut self) {
+        let Some(sim) = self.sim.as_mut() else { return };
+        loop {
+            if sim.done() {
+                self.round = None;
+                return;
+            }
+            if let Some(round) = self.round.as_mut() {
+                if round.next_choice(self.enc, &sim.view()) {
+                    return;
+                }
+                let placements = self.round.take().map(Round::into_placements).unwrap_or_default();
+                if sim.apply(&placements).is_err() {
+                    self.failed = true;
+                    self.round = None;
+                    return;
+                }
+            } else if sim.needs_decision() {
+                self.round = Some(Round::new(self.enc));
+                continue;
+            }
+            let before = sim.now_s();
+            sim.step();
+            self.waited_s += sim.now_s() - before;
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.failed || self.sim.as_ref().is_none_or(Simulator::done)
+    }
+}
+
+impl Env for GpuEnv<'_> {
+    fn obs_len(&self) -> usize {
+        self.enc.obs_len()
+    }
+
+    fn n_actions(&self) -> usize {
+        self.enc.n_actions()
+    }
+
+    fn observe(&self, obs: &mut [f32], mask: &mut [bool]) {
+        match &self.round {
+            Some(r) => {
+                obs.copy_from_slice(&r.obs);
+                mask.copy_from_slice(&r.mask);
+            }
+            None => {
+                obs.fill(0.0);
+                mask.fill(false);
+                mask[0] = true;
+            }
+        }
+    }
+
+    fn step(&mut self, action: usize) -> Transition {
+        if self.finished() {
+            return Transition { reward: 0.0, done: true };
+        }
+        if let Some(r) = self.round.as_mut() {
+            r.take(self.enc, action);
+        }
+        self.waited_s = 0.0;
+        self.advance();
+        // A failed simulation (a policy that cannot progress) costs a day of makespan.
+        let penalty = if self.failed { 86_400.0 } else { 0.0 };
+        Transition { reward: -(self.waited_s + penalty) / REWARD_SCALE_S, done: self.finished() }
+    }
+
+    fn score(&self) -> f64 {
+        match (&self.sim, self.failed) {
+            (Some(sim), false) => sim.now_s(),
+            _ => f64::INFINITY,
+        }
+    }
+}
+
+impl Task for GpuTask {
+    type Env<'a> = GpuEnv<'a>;
+
+    fn jobsets(&self) -> usize {
+        self.sets.len()
+    }
+
+    fn make(&self, index: usize) -> Self::Env<'_> {
+        GpuEnv::new(self, index)
+    }
+
+    fn obs_len(&self) -> usize {
+        self.encoding.obs_len()
+    }
+
+    fn n_actions(&self) -> usize {
+        self.encoding.n_actions()
+    }
+}

@@ -1,0 +1,60 @@
+//! DqnGPU and DeepRM Max / Mean over the dqngpu simulator (thesis IV.2).
+
+mod agent;
+mod encoding;
+mod env;
+mod round;
+
+use std::sync::Arc;
+
+pub use agent::RlPolicy;
+pub use encoding::{encode, AgentKind, Candidate, GpuEncoding, GpuRound, Resident};
+pub use env::{GpuEnv, GpuTask, REWARD_SCALE_S};
+pub use round::Round;
+
+use dqngpu_interference::Interference;
+use dqngpu_model::{AppLibrary, ClusterSpec, JobSet, WorkloadClass};
+use dqngpu_sim::SimConfig;
+
+use crate::error::RlError;
+use crate::net::{Head, PolicyNet};
+use crate::reinforce::{IterStats, TrainConfig};
+
+/// Jobs per drawn job set (the thesis's 30).
+pub const JOBS_PER_SET: usize = 30;
+
+/// Seed of training job set `i` under training seed `seed`.
+pub fn train_set_seed(seed: u64, i: usize) -> u64 {
+    seed.wrapping_mul(1000).wrapping_add(i as u64)
+}
+
+/// First seed of the evaluation job sets (sets 900000, 900001, ...), never a training seed
+/// unless a training seed of 900 is chosen.
+pub const EVAL_SEED_BASE: u64 = 900_000;
+
+/// `count` training job sets: set `i` of class `classes[i % len]`, all jobs at t = 0.
+pub fn training_sets(library: &AppLibrary, classes: &[WorkloadClass], count: usize, seed: u64) -> Result<Vec<JobSet>, RlError> {
+    (0..count)
+        .map(|i| {
+            let class = classes[i % classes.len().max(1)];
+            Ok(dqngpu_sim::draw(library, class, JOBS_PER_SET, train_set_seed(seed, i), dqngpu_sim::Arrivals::AllAtZero)?)
+        })
+        .collect()
+}
+
+/// Trains `enc.agent` on `sets` and returns the policy with its training curve.
+#[allow(clippy::too_many_arguments)]
+pub fn train(
+    enc: &GpuEncoding,
+    cluster: &ClusterSpec,
+    library: &AppLibrary,
+    interference: Arc<dyn Interference>,
+    sets: Vec<JobSet>,
+    cfg: &TrainConfig,
+    on_iter: &mut dyn FnMut(&IterStats, &PolicyNet) -> bool,
+) -> Result<(RlPolicy, Vec<IterStats>), RlError> {
+    let task = GpuTask::new(enc.clone(), cluster.clone(), library.clone(), interference, sets, SimConfig::default())?;
+    let net = PolicyNet::new(enc.obs_len(), &cfg.hidden, enc.n_actions(), Head::PerAction, cfg.seed)?;
+    let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
+    Ok((RlPolicy::new(enc.clone(), net)?, curve))
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the placement service, one harness: the API through the Router (no
+//! socket), a real SQLite file, and real child processes on virtual GPUs.
+
+#[path = "service/util.rs"]
+mod util;
+
+#[path = "service/api.rs"]
+mod api;
+#[path = "service/bad_input.rs"]
+mod bad_input;
+#[path = "service/failures.rs"]
+mod failures;
+#[path = "service/recovery.rs"]
+mod recovery;

@@ -1,0 +1,115 @@
+//! The API's happy paths, through the Router.
+
+use axum::http::StatusCode;
+
+use crate::util::{call, profile_json, start, submit, wait_final, wait_for};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_job_runs_on_its_gpu_and_succeeds() {
+    let t = start("titanxp:2", "tetris");
+    let id = submit(&t.router, "echo-app", &["sh", "-c", "echo $CUDA_VISIBLE_DEVICES > seen; echo hello"]).await;
+    let v = wait_final(&t.router, id).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["attempts"], 1);
+    let gpu = v["gpu"].as_u64().unwrap();
+    let data = t.dir.path().join("data");
+    let seen = std::fs::read_to_string(data.join(format!("jobs/{id}/work/seen"))).unwrap();
+    assert_eq!(seen.trim(), gpu.to_string());
+    let (s, logs) = call(&t.router, "GET", &format!("/v1/jobs/{id}/logs"), None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(logs["stdout"], "hello\n");
+    // Its first run was exclusive and left an observed profile behind.
+    assert_eq!(v["history"][0]["exclusive"], true);
+    let (_, p) = call(&t.router, "GET", "/v1/profiles", None, &[]).await;
+    let mine = p["profiles"].as_array().unwrap().iter().find(|p| p["app"] == "echo-app").cloned().unwrap();
+    assert_eq!(mine["source"], "observed");
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_key_returns_the_same_job() {
+    let t = start("titanxp:1", "tetris");
+    let body = r#"{"app":"a","command":["true"]}"#;
+    let (s1, v1) = call(&t.router, "POST", "/v1/jobs", Some(body), &[("idempotency-key", "k-1")]).await;
+    let (s2, v2) = call(&t.router, "POST", "/v1/jobs", Some(body), &[("idempotency-key", "k-1")]).await;
+    let (s3, v3) = call(&t.router, "POST", "/v1/jobs", Some(body), &[("idempotency-key", "k-2")]).await;
+    assert_eq!((s1, s2, s3), (StatusCode::CREATED, StatusCode::OK, StatusCode::CREATED));
+    assert_eq!(v1["id"], v2["id"]);
+    assert_ne!(v1["id"], v3["id"]);
+    let (_, all) = call(&t.router, "GET", "/v1/jobs", None, &[]).await;
+    assert_eq!(all["jobs"].as_array().unwrap().len(), 2);
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_a_running_job_and_a_queued_one() {
+    let t = start("titanxp:1", "fifo");
+    // A known profile lets fifo place it; fifo runs one job per GPU, so the second waits.
+    let (s, _) = call(&t.router, "POST", "/v1/profiles", Some(&profile_json("sleeper", 100.0, 10.0, 60)), &[]).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let a = submit(&t.router, "sleeper", &["sleep", "30"]).await;
+    let b = submit(&t.router, "sleeper", &["sleep", "30"]).await;
+    wait_for(&t.router, a, |v| v["state"] == "running").await;
+    let (s, v) = call(&t.router, "DELETE", &format!("/v1/jobs/{b}"), None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "cancelled");
+    let (s, _) = call(&t.router, "DELETE", &format!("/v1/jobs/{a}"), None, &[]).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let v = wait_final(&t.router, a).await;
+    assert_eq!(v["state"], "cancelled", "{v}");
+    assert_eq!(v["history"][0]["state"], "cancelled");
+    let (s, v) = call(&t.router, "DELETE", &format!("/v1/jobs/{a}"), None, &[]).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    let (_, q) = call(&t.router, "GET", "/v1/jobs?state=cancelled", None, &[]).await;
+    assert_eq!(q["jobs"].as_array().unwrap().len(), 2);
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_metrics_and_health_answer() {
+    let t = start("titanxp:2", "tetris");
+    let id = submit(&t.router, "x", &["true"]).await;
+    wait_final(&t.router, id).await;
+    let (s, c) = call(&t.router, "GET", "/v1/cluster", None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(c["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(c["gpus"][0]["memory_mib"], 12288.0);
+    assert_eq!(c["policy"], "tetris");
+    let (s, m) = call(&t.router, "GET", "/metrics", None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let m = m.as_str().unwrap().to_string();
+    assert!(m.contains("dqngpu_jobs{state=\"succeeded\"} 1"), "{m}");
+    assert!(m.contains("dqngpu_decision_latency_seconds_bucket{le=\"+Inf\"}"), "{m}");
+    assert!(m.contains("dqngpu_submissions_total 1"), "{m}");
+    let (s, h) = call(&t.router, "GET", "/healthz", None, &[]).await;
+    assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiled_jobs_share_a_gpu_within_its_memory() {
+    let t = start("titanxp:1", "tetris");
+    // 5000 MiB each on a 12288 MiB card: at most two fit together.
+    call(&t.router, "POST", "/v1/profiles", Some(&profile_json("half", 5000.0, 20.0, 60)), &[]).await;
+    let ids: Vec<u64> = futures_ids(&t.router, 3).await;
+    let a = wait_for(&t.router, ids[0], |v| v["state"] == "running").await;
+    wait_for(&t.router, ids[1], |v| v["state"] == "running").await;
+    // The third would exceed the card's memory: it waits although the policy may pack.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (_, c) = call(&t.router, "GET", &format!("/v1/jobs/{}", ids[2]), None, &[]).await;
+    assert_eq!(c["state"], "queued", "{c}");
+    assert_eq!(a["history"][0]["exclusive"], false);
+    for id in &ids {
+        call(&t.router, "DELETE", &format!("/v1/jobs/{id}"), None, &[]).await;
+    }
+    t.service.stop().await;
+}
+
+async fn futures_ids(router: &axum::Router, n: usize) -> Vec<u64> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(submit(router, "half", &["sleep", "30"]).await);
+    }
+    v
+}

@@ -1,0 +1,170 @@
+//! Bad input gets a 4xx with a JSON error naming the problem, and the server keeps serving.
+
+use axum::http::StatusCode;
+use axum::Router;
+use proptest::prelude::*;
+
+use crate::util::{call, config, start, start_with};
+
+/// One check: the status, a JSON error whose message contains `needle`, and a healthy server.
+async fn check(router: &Router, method: &str, uri: &str, body: Option<&str>, headers: &[(&str, &str)], want: StatusCode, needle: &str) {
+    let (s, v) = call(router, method, uri, body, headers).await;
+    assert_eq!(s, want, "{method} {uri} {body:?}: {v}");
+    let msg = v["error"]["message"].as_str().unwrap_or_else(|| panic!("no JSON error: {v}"));
+    assert!(msg.contains(needle), "`{msg}` should mention `{needle}`");
+    let (s, _) = call(router, "GET", "/healthz", None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_submissions_name_the_problem() {
+    let t = start("titanxp:1", "tetris");
+    let r = &t.router;
+    let post = |b: &'static str, want, needle| async move { check(r, "POST", "/v1/jobs", Some(b), &[], want, needle).await };
+    post("{\"app\": \"a\", ", StatusCode::BAD_REQUEST, "EOF").await;
+    post("not json", StatusCode::BAD_REQUEST, "expected").await;
+    post(r#"{"app":"a","command":"ls"}"#, StatusCode::UNPROCESSABLE_ENTITY, "command: invalid type").await;
+    post(r#"{"app":5,"command":["ls"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "app: invalid type").await;
+    post(r#"{"command":["ls"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "missing field `app`").await;
+    post(r#"{"app":"a","command":[]}"#, StatusCode::BAD_REQUEST, "argv is empty").await;
+    post(r#"{"app":"a","command":[""]}"#, StatusCode::BAD_REQUEST, "program is empty").await;
+    post(r#"{"app":"a","command":["no-such-program-xyz"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "not found").await;
+    post(r#"{"app":"a","command":["./rel/prog"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "relative path").await;
+    post(r#"{"app":"a b","command":["ls"]}"#, StatusCode::BAD_REQUEST, "field `app`").await;
+    post(r#"{"app":"a","command":["ls"],"cwd":"/etc"}"#, StatusCode::UNPROCESSABLE_ENTITY, "unknown field `cwd`").await;
+    post(r#"{"app":"a","command":["ls"],"env":{"1BAD":"x"}}"#, StatusCode::BAD_REQUEST, "`1BAD`").await;
+    post(r#"{"app":"a","command":["ls"],"env":{"A=B":"x"}}"#, StatusCode::BAD_REQUEST, "`A=B`").await;
+    post(r#"{"app":"a","command":["ls"],"env":{"CUDA_VISIBLE_DEVICES":"3"}}"#, StatusCode::BAD_REQUEST, "set by the service").await;
+    post(r#"{"app":"a","command":["ls"],"input_size_mb":-1}"#, StatusCode::BAD_REQUEST, "input_size_mb").await;
+    check(r, "POST", "/v1/jobs", Some(r#"{"app":"a","command":["ls"]}"#), &[("idempotency-key", "")], StatusCode::BAD_REQUEST, "Idempotency-Key").await;
+    // Without a JSON content type.
+    let (s, v) = call(r, "GET", "/v1/jobs?state=bogus", None, &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(v["error"]["message"].as_str().unwrap().contains("bogus"));
+    check(r, "GET", "/v1/jobs/abc", None, &[], StatusCode::BAD_REQUEST, "abc").await;
+    check(r, "GET", "/v1/jobs/999", None, &[], StatusCode::NOT_FOUND, "no job 999").await;
+    check(r, "GET", "/v1/nope", None, &[], StatusCode::NOT_FOUND, "no such route").await;
+    check(r, "POST", "/v1/profiles", Some(r#"{"app":{"name":"p"},"interval_s":0,"samples":[]}"#), &[], StatusCode::BAD_REQUEST, "interval").await;
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_bodies_are_refused() {
+    let t = start("titanxp:1", "tetris");
+    let big = format!(r#"{{"app":"a","command":["{}"]}}"#, "x".repeat(2 * 1024 * 1024));
+    let (s, v) = call(&t.router, "POST", "/v1/jobs", Some(&big), &[]).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["code"], "payload_too_large");
+    let (s, _) = call(&t.router, "GET", "/healthz", None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_required_everywhere_but_healthz() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "0123456789abcdef-secret";
+    let (svc, r) = start_with(config(dir.path().join("data"), "titanxp:1"), "tetris", Some(token));
+    let good = format!("Bearer {token}");
+    for (hdrs, want) in [
+        (vec![], StatusCode::UNAUTHORIZED),
+        (vec![("authorization", "Bearer wrong")], StatusCode::UNAUTHORIZED),
+        (vec![("authorization", "0123456789abcdef-secret")], StatusCode::UNAUTHORIZED),
+        (vec![("authorization", good.as_str())], StatusCode::OK),
+    ] {
+        for uri in ["/v1/jobs", "/v1/cluster", "/metrics", "/v1/profiles"] {
+            let (s, v) = call(&r, "GET", uri, None, &hdrs).await;
+            assert_eq!(s, want, "{uri} {hdrs:?}: {v}");
+            if want == StatusCode::UNAUTHORIZED {
+                assert_eq!(v["error"]["code"], "unauthorized");
+            }
+        }
+    }
+    let (s, _) = call(&r, "POST", "/v1/jobs", Some(r#"{"app":"a","command":["true"]}"#), &[]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = call(&r, "GET", "/healthz", None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    svc.stop().await;
+}
+
+#[test]
+fn non_loopback_needs_a_token() {
+    let mut http = dqngpu_service::HttpConfig { listen: "0.0.0.0:7070".parse().unwrap(), ..Default::default() };
+    let e = dqngpu_service::check_listen(&http).unwrap_err();
+    assert!(e.to_string().contains("--token-file"), "{e}");
+    http.token = Some("long-enough-token".into());
+    assert!(dqngpu_service::check_listen(&http).is_ok());
+    http.listen = "[::1]:7070".parse().unwrap();
+    http.token = None;
+    assert!(dqngpu_service::check_listen(&http).is_ok());
+}
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        "[a-z/._ -]{0,12}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::btree_map(
+                prop_oneof![Just("app".to_string()), Just("command".to_string()), Just("env".to_string()), "[a-z]{1,6}"],
+                inner,
+                0..4
+            )
+            .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    /// Random bodies (JSON-shaped or raw bytes) never get a 5xx, and every error is JSON.
+    #[test]
+    fn random_bodies_never_break_the_api(body in prop_oneof![
+        json_value().prop_map(|v| v.to_string()),
+        prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+    ], route in 0usize..2) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async {
+            let t = shared();
+            let uri = ["/v1/jobs", "/v1/profiles"][route];
+            let (s, v) = call(&t, "POST", uri, Some(&body), &[]).await;
+            prop_assert!(s.is_success() || s.is_client_error(), "{s} for {body}: {v}");
+            if s.is_client_error() {
+                prop_assert!(v["error"]["message"].is_string(), "{v}");
+            }
+            let (s, _) = call(&t, "GET", "/healthz", None, &[]).await;
+            prop_assert_eq!(s, StatusCode::OK);
+            Ok(())
+        })?;
+    }
+}
+
+/// The Router of a service whose placement loop is not running: the proptest only drives
+/// the HTTP side, and a fresh runtime per case cannot host a loop across cases.
+fn shared() -> Router {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    let cfg = config(dir.path().join("data"), "titanxp:1");
+    let store = dqngpu_service::store::Store::open(&{
+        std::fs::create_dir_all(&cfg.data_dir).unwrap();
+        cfg.data_dir.join("dqngpu.sqlite")
+    })
+    .unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let core = std::sync::Arc::new(dqngpu_service::Core {
+        profiles: dqngpu_service::profiles::ProfileBook::new(&[], vec![]),
+        cfg,
+        store,
+        metrics: Default::default(),
+        snapshot: Default::default(),
+        wake: Default::default(),
+        tx,
+        started_unix: 0.0,
+    });
+    dqngpu_service::app(dqngpu_service::AppState { core, token: None, request_timeout: std::time::Duration::from_secs(5) })
+}

@@ -1,0 +1,56 @@
+//! Failures: OOM re-queues and avoids its neighbours; other failures retry up to the limit.
+
+use crate::util::{call, start, submit, wait_final};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_job_retries_then_fails_keeping_each_attempt() {
+    let t = start("titanxp:1", "tetris");
+    // max_retries = 1 in the test config: two attempts in all.
+    let id = submit(&t.router, "bad", &["sh", "-c", "echo $DQNGPU_ATTEMPT >> ../tries; exit 7"]).await;
+    let v = wait_final(&t.router, id).await;
+    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(v["attempts"], 2);
+    let h = v["history"].as_array().unwrap();
+    assert_eq!(h.len(), 2);
+    assert!(h.iter().all(|a| a["state"] == "failed" && a["exit_code"] == 7), "{v}");
+    let tries = std::fs::read_to_string(t.dir.path().join(format!("data/jobs/{id}/tries"))).unwrap();
+    assert_eq!(tries, "1\n2\n");
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_is_recorded_as_oom_and_retried() {
+    let t = start("titanxp:1", "tetris");
+    let script = "if [ \"$DQNGPU_ATTEMPT\" = 1 ]; then echo 'CUDA error: out of memory' >&2; exit 1; fi; exit 0";
+    let id = submit(&t.router, "oomy", &["sh", "-c", script]).await;
+    let v = wait_final(&t.router, id).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["history"][0]["state"], "oom");
+    assert_eq!(v["history"][1]["state"], "succeeded");
+    let (_, m) = call(&t.router, "GET", "/metrics", None, &[]).await;
+    assert!(m.as_str().unwrap().contains("dqngpu_oom_kills_total 1"));
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn program_that_cannot_start_fails_at_once() {
+    let t = start("titanxp:1", "tetris");
+    // The API refuses missing programs; one that vanishes after acceptance reaches the
+    // executor, which records the spawn error and does not retry.
+    let job = dqngpu_service::jobs::NewJob {
+        app: "gone".into(),
+        command: vec!["/nonexistent/dqngpu-test-prog".into()],
+        env: Default::default(),
+        input_size_mb: None,
+        params: None,
+    };
+    let (rec, created) = t.service.core().store.insert_job(&job, None, 0.0).unwrap();
+    assert!(created);
+    t.service.core().wake.notify_one();
+    let v = wait_final(&t.router, rec.id).await;
+    assert_eq!(v["state"], "failed", "{v}");
+    assert_eq!(v["attempts"], 1);
+    assert!(v["error"].as_str().unwrap().contains("cannot start"), "{v}");
+    t.service.stop().await;
+}

@@ -1,0 +1,54 @@
+//! Restarts on the same data dir: no accepted job lost, no finished attempt run again.
+//! (The SIGKILL crash test with the real binary lives in crates/cli/tests/service_e2e.rs.)
+
+use crate::util::{call, config, start_with, submit, wait_final, wait_for};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_jobs_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (svc, router) = start_with(config(data.clone(), "titanxp:1"), "fifo", None);
+    // An unprofiled app runs alone, one at a time: the others stay queued.
+    let first = submit(&router, "slow", &["sleep", "30"]).await;
+    let rest = [submit(&router, "slow", &["true"]).await, submit(&router, "slow", &["true"]).await];
+    wait_for(&router, first, |v| v["state"] == "running").await;
+    call(&router, "DELETE", &format!("/v1/jobs/{first}"), None, &[]).await;
+    wait_final(&router, first).await;
+    svc.stop().await;
+    let (svc, router) = start_with(config(data, "titanxp:1"), "fifo", None);
+    for id in rest {
+        let v = wait_final(&router, id).await;
+        assert_eq!(v["state"], "succeeded", "{v}");
+    }
+    svc.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_that_ended_while_down_is_finalised_not_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (svc, router) = start_with(config(data.clone(), "titanxp:1"), "fifo", None);
+    // Runs until a flag file appears, counting its starts.
+    let flag = dir.path().join("go");
+    let script = format!("echo start >> ../starts; while [ ! -e {} ]; do sleep 0.05; done", flag.display());
+    let id = submit(&router, "waiter", &["sh", "-c", &script]).await;
+    wait_for(&router, id, |v| v["state"] == "running").await;
+    // The service goes away (as in a crash, its loop no longer watches the child)...
+    svc.stop().await;
+    // ...the job finishes while it is down, and the exit status lands in exit.json.
+    std::fs::write(&flag, "").unwrap();
+    let exit = data.join(format!("jobs/{id}/attempt-1/exit.json"));
+    for _ in 0..500 {
+        if exit.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (svc, router) = start_with(config(data.clone(), "titanxp:1"), "fifo", None);
+    let v = wait_final(&router, id).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["attempts"], 1, "{v}");
+    let starts = std::fs::read_to_string(data.join(format!("jobs/{id}/starts"))).unwrap();
+    assert_eq!(starts.lines().count(), 1);
+    svc.stop().await;
+}
