@@ -70,20 +70,84 @@ fn import_ls_show_export_and_simulate_from_the_library() {
     let dmon = data("dmon_umt_dt.txt");
     let dcgm = data("dcgm_counters.prom");
     // Mixed GPUs without --gpu: exit 1 naming them.
-    let o = dqngpu(&["profile", "import", "--format", "nvidia-smi", smi.to_str().unwrap(), "--app", "resnet", "--store", lib_s]);
+    let o = dqngpu(&[
+        "profile",
+        "import",
+        "--format",
+        "nvidia-smi",
+        smi.to_str().unwrap(),
+        "--app",
+        "resnet",
+        "--store",
+        lib_s,
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("several GPUs (0, 1)"), "{}", text(&o));
-    let o = dqngpu(&["profile", "import", "--format", "parquet", smi.to_str().unwrap(), "--app", "resnet", "--store", lib_s]);
+    let o = dqngpu(&[
+        "profile",
+        "import",
+        "--format",
+        "parquet",
+        smi.to_str().unwrap(),
+        "--app",
+        "resnet",
+        "--store",
+        lib_s,
+    ]);
     assert_eq!(o.status.code(), Some(2), "unknown format is a usage error: {}", text(&o));
 
-    ok(&["profile", "import", "--format", "nvidia-smi", smi.to_str().unwrap(), "--app", "resnet", "--kind", "ml", "--gpu", "0", "--store", lib_s]);
-    ok(&["profile", "import", "--format", "dmon", dmon.to_str().unwrap(), "--app", "resnet", "--kind", "ml", "--store", lib_s]);
-    let t = ok(&["profile", "import", "--format", "dcgm", dcgm.to_str().unwrap(), "--app", "lammps", "--kind", "hpc", "--pod", "lammps-md-0", "-o", lib.join("lammps.csv").to_str().unwrap()]);
+    ok(&[
+        "profile",
+        "import",
+        "--format",
+        "nvidia-smi",
+        smi.to_str().unwrap(),
+        "--app",
+        "resnet",
+        "--kind",
+        "ml",
+        "--gpu",
+        "0",
+        "--store",
+        lib_s,
+    ]);
+    ok(&[
+        "profile",
+        "import",
+        "--format",
+        "dmon",
+        dmon.to_str().unwrap(),
+        "--app",
+        "resnet",
+        "--kind",
+        "ml",
+        "--store",
+        lib_s,
+    ]);
+    let t = ok(&[
+        "profile",
+        "import",
+        "--format",
+        "dcgm",
+        dcgm.to_str().unwrap(),
+        "--app",
+        "lammps",
+        "--kind",
+        "hpc",
+        "--pod",
+        "lammps-md-0",
+        "-o",
+        lib.join("lammps.csv").to_str().unwrap(),
+    ]);
     assert!(t.contains("reset"), "{t}");
-    assert!(lib.join("resnet.json").exists() && lib.join("resnet-2.json").exists() && lib.join("lammps.meta.json").exists());
+    assert!(
+        lib.join("resnet.json").exists() && lib.join("resnet-2.json").exists() && lib.join("lammps.meta.json").exists()
+    );
 
-    let rows: Vec<Value> = serde_json::from_str(&ok(&["profile", "ls", "--library", lib_s, "--format", "json"])).unwrap();
-    let apps: Vec<(&str, &str)> = rows.iter().map(|r| (r["app"].as_str().unwrap(), r["profile"].as_str().unwrap())).collect();
+    let rows: Vec<Value> =
+        serde_json::from_str(&ok(&["profile", "ls", "--library", lib_s, "--format", "json"])).unwrap();
+    let apps: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["app"].as_str().unwrap(), r["profile"].as_str().unwrap())).collect();
     assert_eq!(apps, [("lammps", "lammps"), ("resnet", "resnet"), ("resnet", "resnet-2")]);
     let lammps = read_profile(&lib.join("lammps.csv")).unwrap();
     assert_eq!(rows[0]["duration_s"].as_f64(), Some(lammps.summary().solo_s));
@@ -115,7 +179,19 @@ fn import_ls_show_export_and_simulate_from_the_library() {
     assert_eq!(read_dir_library(&lib).unwrap().apps.len(), 3);
     let jobs = d.join("jobs.csv");
     std::fs::write(&jobs, "id,app,submit_s\n0,lammps,0\n1,resnet,0\n2,resnet-2,5\n").unwrap();
-    let out = ok(&["simulate", "--jobs", jobs.to_str().unwrap(), "--library", lib_s, "--scheduler", "fifo", "--gpus", "titanxp:1", "--format", "json"]);
+    let out = ok(&[
+        "simulate",
+        "--jobs",
+        jobs.to_str().unwrap(),
+        "--library",
+        lib_s,
+        "--scheduler",
+        "fifo",
+        "--gpus",
+        "titanxp:1",
+        "--format",
+        "json",
+    ]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["completed"], true, "{out}");
     assert_eq!(v["jobs"].as_array().map(Vec::len), Some(3), "{out}");
@@ -152,7 +228,17 @@ fn one_shot_server(status: u16, body: &'static str) -> (String, std::thread::Joi
 #[test]
 fn server_errors_are_reported_with_status_and_message() {
     let (url, h) = one_shot_server(400, r#"{"error":{"message":"profile: app name too long"}}"#);
-    let o = dqngpu(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "--server", &url]);
+    let o = dqngpu(&[
+        "profile",
+        "import",
+        "--format",
+        "dmon",
+        data("dmon_umt_dt.txt").to_str().unwrap(),
+        "--app",
+        "vgg",
+        "--server",
+        &url,
+    ]);
     let sent: AppProfile = serde_json::from_str(&h.join().unwrap()).unwrap();
     assert_eq!(sent.app.name, "vgg");
     assert_eq!(sent.samples.len(), 8);
@@ -166,7 +252,16 @@ fn profiles_posted_to_the_real_service_are_listed_unchanged() {
     let d = test_dir("service");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut child = Command::new(BIN)
-        .args(["serve", "--gpus", "titanxp:1", "--tick-ms", "50", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--gpus",
+            "titanxp:1",
+            "--tick-ms",
+            "50",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(d.join("data"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -180,9 +275,30 @@ fn profiles_posted_to_the_real_service_are_listed_unchanged() {
     let result = std::panic::catch_unwind(|| {
         assert!(up, "the service did not come up");
         let local = d.join("vgg.json");
-        ok(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "-o", local.to_str().unwrap()]);
-        ok(&["profile", "import", "--format", "dmon", data("dmon_umt_dt.txt").to_str().unwrap(), "--app", "vgg", "--server", &url]);
-        let rows: Vec<Value> = serde_json::from_str(&ok(&["profile", "ls", "--server", &url, "--format", "json"])).unwrap();
+        ok(&[
+            "profile",
+            "import",
+            "--format",
+            "dmon",
+            data("dmon_umt_dt.txt").to_str().unwrap(),
+            "--app",
+            "vgg",
+            "-o",
+            local.to_str().unwrap(),
+        ]);
+        ok(&[
+            "profile",
+            "import",
+            "--format",
+            "dmon",
+            data("dmon_umt_dt.txt").to_str().unwrap(),
+            "--app",
+            "vgg",
+            "--server",
+            &url,
+        ]);
+        let rows: Vec<Value> =
+            serde_json::from_str(&ok(&["profile", "ls", "--server", &url, "--format", "json"])).unwrap();
         let row = rows.iter().find(|r| r["app"] == "vgg").expect("vgg listed");
         let p = read_profile(&local).unwrap();
         let s = p.summary();
@@ -196,4 +312,28 @@ fn profiles_posted_to_the_real_service_are_listed_unchanged() {
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
+}
+
+#[test]
+fn an_app_with_several_profiles_must_be_named_by_file() {
+    let d = test_dir("ambiguous");
+    let lib = d.join("lib");
+    for stem in ["bert-a100", "bert-h100"] {
+        let out = lib.join(format!("{stem}.json"));
+        ok(&[
+            "profile",
+            "import",
+            "--format",
+            "dmon",
+            data("dmon_umt_dt.txt").to_str().unwrap(),
+            "--app",
+            "bert",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+    }
+    let o = dqngpu(&["profile", "show", "bert", "--library", lib.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("app `bert` has 2 profiles (bert-a100, bert-h100)"), "{}", text(&o));
+    ok(&["profile", "show", "bert-h100", "--library", lib.to_str().unwrap()]);
 }

@@ -79,7 +79,9 @@ fn all_jobs(url: &str) -> Vec<Value> {
 fn wait_all_final(url: &str, n: usize) -> Vec<Value> {
     for _ in 0..3000 {
         let jobs = all_jobs(url);
-        if jobs.len() == n && jobs.iter().all(|j| matches!(j["state"].as_str(), Some("succeeded" | "failed" | "cancelled"))) {
+        if jobs.len() == n
+            && jobs.iter().all(|j| matches!(j["state"].as_str(), Some("succeeded" | "failed" | "cancelled")))
+        {
             return jobs;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -1,17 +1,22 @@
-//! The RL schedulers (`dqngpu`, `deeprm-max`, `deeprm-mean`): training and loading, through
-//! `dqngpu-rl`. Until that crate offers a training API, each is skipped with the reason, and
-//! the report says so.
+//! The RL schedulers (`dqngpu`, `deeprm-max`, `deeprm-mean`): trained here through
+//! `dqngpu-rl` on the config's training job sets (seeds disjoint from the evaluation seeds),
+//! one agent after the other, each with a progress bar.
 
-use dqngpu_model::Policy;
-use indicatif::MultiProgress;
+use std::time::Instant;
+
+use dqngpu_model::{Policy, WorkloadClass};
+use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
+use dqngpu_rl::net::OptimizerKind;
+use dqngpu_rl::reinforce::TrainConfig;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::config::ExperimentConfig;
 use crate::error::ExperimentError;
-use crate::results::{Skipped, TrainingRecord};
+use crate::results::{CurvePoint, Skipped, TrainingRecord};
 use crate::runner::Setup;
 
 /// The schedulers that need training, as the CLI spells them.
-pub const RL_SCHEDULERS: [&str; 3] = ["dqngpu", "deeprm-max", "deeprm-mean"];
+pub const RL_SCHEDULERS: [&str; 3] = AgentKind::NAMES;
 
 /// A trained agent, ready to place jobs.
 pub struct TrainedAgent {
@@ -23,20 +28,84 @@ pub struct TrainedAgent {
     pub record: TrainingRecord,
 }
 
-/// Trains each of `names` (RL schedulers) on the config's training job sets; those that
-/// cannot be trained come back in the second list, with why.
+fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
+    let t = &cfg.training;
+    TrainConfig {
+        iterations: t.iterations as usize,
+        episodes: t.episodes as usize,
+        jobsets_per_iter: t.jobsets_per_iter as usize,
+        lr: t.lr,
+        optimizer: if t.optimizer == "rmsprop" { OptimizerKind::Rmsprop } else { OptimizerKind::Adam },
+        gamma: 1.0,
+        hidden: t.hidden.clone(),
+        max_steps: 5000,
+        seed: t.seed,
+    }
+}
+
+/// Trains each of `names` (RL schedulers) on the config's training job sets. An agent whose
+/// training fails comes back in the second list with the reason (the report shows it).
 pub fn train(
-    _cfg: &ExperimentConfig,
-    _setup: &Setup,
+    cfg: &ExperimentConfig,
+    setup: &Setup,
     names: &[String],
-    _bars: &MultiProgress,
+    bars: &MultiProgress,
 ) -> Result<(Vec<TrainedAgent>, Vec<Skipped>), ExperimentError> {
-    let skipped = names
-        .iter()
-        .map(|n| Skipped {
-            scheduler: n.clone(),
-            reason: "the RL crate (dqngpu-rl) does not yet offer a training API for this agent in this build".into(),
-        })
-        .collect();
-    Ok((Vec::new(), skipped))
+    let (mut trained, mut skipped) = (Vec::new(), Vec::new());
+    if names.is_empty() {
+        return Ok((trained, skipped));
+    }
+    let classes: Vec<WorkloadClass> = cfg.training.workloads.iter().map(|c| c.parse()).collect::<Result<_, _>>()?;
+    let seeds = cfg.training_seeds();
+    let mut sets = Vec::with_capacity(seeds.len());
+    for (i, &seed) in seeds.iter().enumerate() {
+        sets.push(setup.jobset(classes[i % classes.len()], cfg.workloads.jobs, seed)?);
+    }
+    let tc = train_config(cfg);
+    let limit = cfg.training.time_limit_s;
+    for name in names {
+        let Some(kind) = AgentKind::from_name(name) else {
+            skipped.push(Skipped { scheduler: name.clone(), reason: "not an RL agent this build can train".into() });
+            continue;
+        };
+        let enc = GpuEncoding::new(kind);
+        let bar = bars.add(ProgressBar::new(tc.iterations as u64));
+        bar.set_style(
+            ProgressStyle::with_template("train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(name.clone());
+        let started = Instant::now();
+        let mut cut = false;
+        let result = gpu::train(&enc, &setup.cluster, &setup.library, setup.interference.clone(), sets.clone(), &tc, &mut |s, _| {
+            bar.set_position(s.iteration as u64);
+            bar.set_message(format!("makespan {:.0} s", s.mean_score));
+            let go_on = limit.is_none_or(|l| started.elapsed().as_secs_f64() < l);
+            cut |= !go_on && s.iteration < tc.iterations;
+            go_on
+        });
+        let train_s = started.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        match result {
+            Ok((policy, curve)) => trained.push(TrainedAgent {
+                name: name.clone(),
+                policy: Box::new(policy),
+                record: TrainingRecord {
+                    scheduler: name.clone(),
+                    workloads: cfg.training.workloads.clone(),
+                    seeds: seeds.clone(),
+                    iterations: curve.len() as u64,
+                    iterations_planned: tc.iterations as u64,
+                    stopped_by_time_limit: cut,
+                    train_s,
+                    curve: curve
+                        .iter()
+                        .map(|s| CurvePoint { iteration: s.iteration as u64, mean_return: s.mean_return, mean_makespan_s: s.mean_score })
+                        .collect(),
+                },
+            }),
+            Err(e) => skipped.push(Skipped { scheduler: name.clone(), reason: format!("training failed: {e}") }),
+        }
+    }
+    Ok((trained, skipped))
 }

@@ -74,20 +74,36 @@ pub struct EvaluationConfig {
     pub first_seed: u64,
 }
 
-/// The RL agents' training budget.
+/// The RL agents' training budget and hyper-parameters (passed to `dqngpu-rl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainingConfig {
-    /// Class the agents train on (thesis: the random workload, where it reports training time).
-    pub workload: String,
-    /// Training iterations per agent.
+    /// Classes the training job sets cycle through.
+    pub workloads: Vec<String>,
+    /// Policy-gradient iterations per agent.
     pub iterations: u64,
     /// Iterations under `--quick`.
     pub quick_iterations: u64,
+    /// Stop an agent's training after this many seconds of wall time (not under `--quick`,
+    /// whose short runs must replay exactly); the report says when it cut training short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<f64>,
     /// Training job sets: seeds `first_seed .. first_seed + jobsets`.
     pub jobsets: u64,
     /// The first training seed.
     pub first_seed: u64,
+    /// Job sets per iteration.
+    pub jobsets_per_iter: u64,
+    /// Episodes per job set per iteration (the baseline's N).
+    pub episodes: u64,
+    /// Learning rate.
+    pub lr: f64,
+    /// Optimiser: `adam` or `rmsprop`.
+    pub optimizer: String,
+    /// Hidden layer sizes.
+    pub hidden: Vec<usize>,
+    /// Seed of the initial weights and of the sampled actions.
+    pub seed: u64,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -179,7 +195,20 @@ impl Default for EvaluationConfig {
 
 impl Default for TrainingConfig {
     fn default() -> Self {
-        TrainingConfig { workload: "random".into(), iterations: 100, quick_iterations: 3, jobsets: 20, first_seed: 0 }
+        TrainingConfig {
+            workloads: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(),
+            iterations: 60,
+            quick_iterations: 2,
+            time_limit_s: Some(120.0),
+            jobsets: 10,
+            first_seed: 0,
+            jobsets_per_iter: 2,
+            episodes: 8,
+            lr: 3e-3,
+            optimizer: "adam".into(),
+            hidden: vec![20],
+            seed: 1,
+        }
     }
 }
 
@@ -260,6 +289,9 @@ impl ExperimentConfig {
         self.workloads.jobs = self.workloads.jobs.min(10);
         self.training.iterations = self.training.quick_iterations;
         self.training.jobsets = self.training.jobsets.min(4);
+        self.training.jobsets_per_iter = self.training.jobsets_per_iter.min(2);
+        self.training.episodes = self.training.episodes.min(4);
+        self.training.time_limit_s = None;
         self
     }
 
@@ -294,7 +326,33 @@ impl ExperimentConfig {
         if !self.classes()?.contains(&focus) {
             return Err(bad("workloads.focus", format!("`{}` is not one of workloads.classes", self.workloads.focus)));
         }
-        self.training.workload.parse::<WorkloadClass>()?;
+        if self.training.workloads.is_empty() {
+            return Err(bad("training.workloads", "no workload class".into()));
+        }
+        for c in &self.training.workloads {
+            c.parse::<WorkloadClass>()?;
+        }
+        if self.training.episodes == 0 || self.training.jobsets_per_iter == 0 {
+            return Err(bad("training.episodes", "episodes and jobsets_per_iter must be at least 1".into()));
+        }
+        if !(self.training.lr.is_finite() && self.training.lr > 0.0) {
+            return Err(bad("training.lr", format!("{} is not a positive learning rate", self.training.lr)));
+        }
+        if !matches!(self.training.optimizer.as_str(), "adam" | "rmsprop") {
+            return Err(ModelError::UnknownName {
+                what: "optimizer",
+                name: self.training.optimizer.clone(),
+                valid: vec!["adam".into(), "rmsprop".into()],
+            });
+        }
+        if self.training.hidden.is_empty() || self.training.hidden.contains(&0) {
+            return Err(bad("training.hidden", "needs at least one layer, each of positive width".into()));
+        }
+        if let Some(t) = self.training.time_limit_s {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(bad("training.time_limit_s", format!("{t} is not a positive number of seconds")));
+            }
+        }
         if self.workloads.jobs == 0 || self.workloads.jobs > 10_000 {
             return Err(bad("workloads.jobs", format!("{} jobs; expected 1..=10000", self.workloads.jobs)));
         }
@@ -362,6 +420,12 @@ mod tests {
         assert!(c.schedulers.names.iter().any(|n| n == "dqngpu"));
         let again = ExperimentConfig::from_toml(&c.to_toml(), None).unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn shipped_thesis_config_is_the_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/thesis.toml");
+        assert_eq!(ExperimentConfig::read(&path).unwrap(), ExperimentConfig::default());
     }
 
     #[test]

@@ -40,18 +40,21 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
                     y_desc: "makespan (s)".into(),
                     values: rows.iter().map(|r| (r.makespan_s_mean, r.makespan_s_ci95)).collect(),
                     thesis: th(|r| r.makespan_s),
+                    show_ci: true,
                 },
                 BarPanel {
                     title: format!("{class}: average GPU utilisation"),
                     y_desc: "GPU utilisation (%)".into(),
                     values: rows.iter().map(|r| (r.avg_gpu_util_pct_mean, r.avg_gpu_util_pct_ci95)).collect(),
                     thesis: th(|r| r.gpu_util_pct),
+                    show_ci: true,
                 },
                 BarPanel {
                     title: format!("{class}: average GPU memory utilisation"),
                     y_desc: "GPU memory utilisation (%)".into(),
                     values: rows.iter().map(|r| (r.avg_gpu_mem_util_pct_mean, r.avg_gpu_mem_util_pct_ci95)).collect(),
                     thesis: th(|r| r.gpu_mem_util_pct),
+                    show_ci: true,
                 },
             ],
         };
@@ -105,6 +108,7 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
                         .iter()
                         .map(|s| if s == "dqngpu" { reported::cost_saving(a).zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0)) } else { None })
                         .collect(),
+                    show_ci: false,
                 }
             })
             .collect(),

@@ -47,9 +47,9 @@ pub struct PlotFile {
     pub png_bytes: Vec<u8>,
 }
 
-/// Y tick labels: whole numbers on big axes, two decimals on small ones.
-fn tick(v: &f64) -> String {
-    if v.abs() >= 10.0 || *v == 0.0 {
+/// Y tick labels: whole numbers on axes that reach 10 or more, two decimals on smaller ones.
+fn tick(v: f64, axis_max: f64) -> String {
+    if axis_max >= 10.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
@@ -132,6 +132,8 @@ pub struct BarPanel {
     pub values: Vec<(f64, f64)>,
     /// The thesis's figure per scheduler.
     pub thesis: Vec<Option<f64>>,
+    /// Draw the CI error bars.
+    pub show_ci: bool,
 }
 
 /// Panels of per-scheduler bars stacked vertically (the thesis's Figs. 10-14).
@@ -193,7 +195,7 @@ impl Chart for BarChart {
                     _ => String::new(),
                 })
                 .y_desc(&panel.y_desc)
-                .y_label_formatter(&tick)
+                .y_label_formatter(&|v| tick(*v, ymax))
                 .label_style((FONT, 15))
                 .axis_desc_style((FONT, 16))
                 .draw()
@@ -209,14 +211,16 @@ impl Chart for BarChart {
                 .map_err(err)?
                 .label("ours: mean over seeds")
                 .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], scheduler_colour(0).filled()));
-            chart
-                .draw_series((0..n).filter_map(|i| {
-                    let (m, c) = *panel.values.get(i)?;
-                    Some(ErrorBar::new_vertical(SegmentValue::CenterOf(i), m - c, m, m + c, BLACK.stroke_width(2), 14))
-                }))
-                .map_err(err)?
-                .label("95% CI (Student t)")
-                .legend(|(x, y)| PathElement::new(vec![(x + 8, y - 7), (x + 8, y + 7)], BLACK.stroke_width(2)));
+            if panel.show_ci {
+                chart
+                    .draw_series((0..n).filter_map(|i| {
+                        let (m, c) = *panel.values.get(i)?;
+                        Some(ErrorBar::new_vertical(SegmentValue::CenterOf(i), m - c, m, m + c, BLACK.stroke_width(2), 14))
+                    }))
+                    .map_err(err)?
+                    .label("95% CI (Student t)")
+                    .legend(|(x, y)| PathElement::new(vec![(x + 8, y - 7), (x + 8, y + 7)], BLACK.stroke_width(2)));
+            }
             if panel.thesis.iter().any(Option::is_some) {
                 chart
                     .draw_series(panel.thesis.iter().enumerate().filter_map(|(i, t)| {
@@ -288,7 +292,7 @@ impl Chart for StackedChart {
                 _ => String::new(),
             })
             .y_desc(&self.y_desc)
-            .y_label_formatter(&tick)
+            .y_label_formatter(&|v| tick(*v, ymax))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -360,6 +364,8 @@ impl Chart for TimelineChart {
             .configure_mesh()
             .x_desc("time (s)")
             .y_desc("% of GPU capacity")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -421,6 +427,7 @@ impl Chart for CurveChart {
         chart
             .configure_mesh()
             .x_desc("training iteration")
+            .x_label_formatter(&|v| format!("{v:.0}"))
             .y_desc(&self.y_desc)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
@@ -454,6 +461,7 @@ mod tests {
                 y_desc: "makespan (s)".into(),
                 values: vec![(100.0, 5.0), (120.0, 0.0), (90.0, 9.0)],
                 thesis: vec![Some(110.0), None, None],
+                show_ci: true,
             }],
         };
         let p = write_chart(&bars, dir.path(), "bars", "Bars").unwrap();

@@ -73,7 +73,7 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
     let cluster = cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone());
     b.push(Block::Para(format!(
         "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, all submitted at t = 0. \
-         Evaluation job sets: seeds {} per class, never used in training. Training job sets: class `{}`, seeds {}. \
+         Evaluation job sets: seeds {} per class, never used in training. Training job sets: classes {}, seeds {}. \
          Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom).",
         res.version,
         if res.quick { " (--quick: a small run for smoke tests; do not compare its numbers with the thesis)" } else { "" },
@@ -83,7 +83,7 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
         cfg.step_s,
         cfg.workloads.jobs,
         seeds_text(&res.eval_seeds),
-        cfg.training.workload,
+        cfg.training.workloads.join(", "),
         seeds_text(&res.training_seeds),
     )));
     b.push(Block::Para(format!("Schedulers evaluated: {}.", res.schedulers.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "))));
@@ -293,17 +293,28 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
         b.push(Block::Para("No scheduler needed training in this run.".into()));
     } else {
         b.push(Block::Table {
-            headers: strings(&["agent", "class", "training seeds", "iterations", "training (s)", "last mean makespan (s)"]),
+            headers: strings(&[
+                "agent",
+                "classes",
+                "training seeds",
+                "iterations",
+                "stopped by time limit",
+                "training (s)",
+                "first mean makespan (s)",
+                "last mean makespan (s)",
+            ]),
             rows: res
                 .training
                 .iter()
                 .map(|t| {
                     vec![
                         t.scheduler.clone(),
-                        t.workload.clone(),
+                        t.workloads.join(", "),
                         seeds_text(&t.seeds),
-                        t.iterations.to_string(),
+                        format!("{} of {}", t.iterations, t.iterations_planned),
+                        if t.stopped_by_time_limit { "yes".into() } else { "no".into() },
                         fmt::secs(t.train_s),
+                        fmt::opt(t.curve.first().map(|p| p.mean_makespan_s), fmt::secs),
                         fmt::opt(t.curve.last().map(|p| p.mean_makespan_s), fmt::secs),
                     ]
                 })

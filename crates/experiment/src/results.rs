@@ -138,12 +138,16 @@ pub struct CurvePoint {
 pub struct TrainingRecord {
     /// Scheduler (agent) name.
     pub scheduler: String,
-    /// Class its job sets came from.
-    pub workload: String,
+    /// Classes its job sets came from.
+    pub workloads: Vec<String>,
     /// Seeds of its training job sets.
     pub seeds: Vec<u64>,
     /// Iterations run.
     pub iterations: u64,
+    /// Iterations asked for.
+    pub iterations_planned: u64,
+    /// True when the time limit stopped it before `iterations_planned`.
+    pub stopped_by_time_limit: bool,
     /// Wall-clock training time, s (not reproducible; excluded from same-seed comparisons).
     pub train_s: f64,
     /// The curve.
@@ -500,9 +504,11 @@ pub(crate) mod tests {
         ];
         let training = vec![TrainingRecord {
             scheduler: "tetris".into(),
-            workload: "random".into(),
+            workloads: vec!["random".into()],
             seeds: vec![0],
             iterations: 1,
+            iterations_planned: 1,
+            stopped_by_time_limit: false,
             train_s: 20.0,
             curve: vec![],
         }];

@@ -1,6 +1,9 @@
 //! Cost of one `rates` call (the simulator makes one per GPU per step): 2 and 4 jobs, each model.
 //! `cargo bench -p dqngpu-interference --bench rates`
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use dqngpu_interference::{Contention, Interference, JobLoad, Measured, NoInterference, PairTable};
 use dqngpu_model::Resources;

@@ -88,8 +88,8 @@ pub fn mape(obs: &[Observation], mut pred: impl FnMut(&Observation) -> [f64; 2])
     let mut sum = 0.0;
     for o in obs {
         let p = pred(o);
-        for k in 0..2 {
-            sum += (p[k] - o.speeds[k]).abs() / o.speeds[k];
+        for (pred, measured) in p.iter().zip(o.speeds) {
+            sum += (pred - measured).abs() / measured;
         }
     }
     100.0 * sum / (2 * obs.len()) as f64

@@ -2,6 +2,8 @@
 //! whose apps (library keys) form a measured pair share a GPU; [`Contention`] otherwise.
 
 use std::collections::HashMap;
+
+use foldhash::fast::FixedState;
 use std::path::Path;
 
 use dqngpu_model::library::lucid::{locate_data_dir, PAIRS_FILE};
@@ -14,8 +16,9 @@ use crate::{Contention, Interference, JobLoad, MIN_RATE};
 /// (measurement noise: sharing never really speeds a job up) are capped at 1.
 #[derive(Debug, Clone, Default)]
 pub struct PairTable {
-    ids: HashMap<String, u32>,
-    speeds: HashMap<(u32, u32), (f64, f64)>,
+    // foldhash: the simulator looks pairs up every step; SipHash made a 2-job call ~160 ns.
+    ids: HashMap<String, u32, FixedState>,
+    speeds: HashMap<(u32, u32), (f64, f64), FixedState>,
 }
 
 impl PairTable {

@@ -49,6 +49,15 @@ pub fn sparkline(values: &[f64], width: usize, max: Option<f64>) -> String {
         .collect()
 }
 
+/// A tick label: whole numbers on axes that reach 10 or more, one decimal below that.
+fn tick(v: f64, axis_max: f64) -> String {
+    if axis_max >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -84,8 +93,8 @@ pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<
             .configure_mesh()
             .x_desc("progress time (s)")
             .y_desc(axis_label(r))
-            .x_label_formatter(&|v| format!("{v:.0}"))
-            .y_label_formatter(&|v| format!("{v:.0}"))
+            .x_label_formatter(&|v| tick(*v, t_end))
+            .y_label_formatter(&|v| tick(*v, y_max))
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
             .draw()
@@ -111,5 +120,19 @@ mod tests {
         assert_eq!(sparkline(&[0.0, 0.0, 100.0, 100.0], 2, None), "▁█");
         assert_eq!(sparkline(&[], 5, None), "");
         assert_eq!(sparkline(&[0.0; 3], 5, None), "▁▁▁");
+    }
+
+    #[test]
+    fn draws_a_png_with_the_embedded_font() {
+        let samples = (0..30).map(|i| dqngpu_model::Resources::new(f64::from(i), 100.0, 50.0, 2.0)).collect();
+        let app = dqngpu_model::AppInfo { name: "demo".into(), ..Default::default() };
+        let p = AppProfile::new(app, 1.0, samples).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("demo.png");
+        draw_png(&p, &out, 600, 500).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(&bytes[..4], b"\x89PNG");
+        let e = draw_png(&p, &dir.path().join("no/such/dir/x.png"), 600, 500).unwrap_err();
+        assert!(e.to_string().contains("x.png"), "{e}");
     }
 }

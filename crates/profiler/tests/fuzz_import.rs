@@ -44,7 +44,8 @@ fn damage() -> impl Strategy<Value = Damage> {
         any::<usize>().prop_map(Damage::Cut),
         any::<usize>().prop_map(Damage::DropLine),
         (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Damage::SwapLines(a, b)),
-        (any::<usize>(), any::<usize>(), "[-0-9a-zA-Z.\\[\\]{}\",=#%/: ]{0,8}").prop_map(|(l, f, s)| Damage::Junk(l, f, s)),
+        (any::<usize>(), any::<usize>(), "[-0-9a-zA-Z.\\[\\]{}\",=#%/: ]{0,8}")
+            .prop_map(|(l, f, s)| Damage::Junk(l, f, s)),
     ]
 }
 

@@ -48,7 +48,13 @@ fn nvidia_smi_with_units_two_gpus_na_and_repeated_header() {
     assert_eq!(i.profile.summary().peak.gpu_mem_mib, 9812.0);
     assert_eq!(col(&i, Resource::Sm), util, "no SM field: SM is GPU util");
     assert!(col(&i, Resource::Pcie).iter().all(|&v| v == 0.0));
-    for n in ["ignored nvidia-smi fields: pstate", "gpu_util_pct: 1 missing", "gpu_mem_mib: 1 missing", "sm_pct", "pcie_mbps"] {
+    for n in [
+        "ignored nvidia-smi fields: pstate",
+        "gpu_util_pct: 1 missing",
+        "gpu_mem_mib: 1 missing",
+        "sm_pct",
+        "pcie_mbps",
+    ] {
         assert!(has_note(&i, n), "missing note `{n}`: {:?}", i.notes);
     }
     let on = i.profile.recorded_on.as_ref().unwrap();
@@ -86,11 +92,15 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
     let i = import("dmon_umt.txt", ImportFormat::Dmon, &with_gpu(0)).unwrap();
     assert_eq!(i.profile.interval_s, 1.0);
     assert_eq!(col(&i, Resource::GpuUtil), [0.0, 3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0, 12.0]);
-    assert_eq!(col(&i, Resource::GpuMem), [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0, 263.0]);
+    assert_eq!(
+        col(&i, Resource::GpuMem),
+        [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0, 263.0]
+    );
     // rx + tx; row 5 has `-` for both and holds row 4's 305 + 118.
     assert_eq!(col(&i, Resource::Pcie), [0.0, 890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0, 0.0]);
     assert!(has_note(&i, "no time column") && has_note(&i, "pcie_mbps: 1 missing"), "{:?}", i.notes);
-    let slow = import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
+    let slow =
+        import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
     assert_eq!((slow.profile.interval_s, slow.profile.samples.len()), (5.0, 10));
     assert_eq!(slow.profile.samples[0].pcie_mbps, 15.0);
 }
@@ -170,7 +180,8 @@ fn bad_input_names_the_line() {
     let e = err(dmon, ImportFormat::Dmon);
     assert!(e.contains("line 4") && e.contains("truncated"), "{e}");
     assert!(err(" 0 10 1 100 1 1\n", ImportFormat::Dmon).contains("before the `# gpu"));
-    let dmon_back = "#Date Time gpu sm fb\n#YYYYMMDD HH:MM:SS Idx % MB\n 20261125 10:00:02 0 1 1\n 20261125 10:00:01 0 1 1\n";
+    let dmon_back =
+        "#Date Time gpu sm fb\n#YYYYMMDD HH:MM:SS Idx % MB\n 20261125 10:00:02 0 1 1\n 20261125 10:00:01 0 1 1\n";
     assert!(err(dmon_back, ImportFormat::Dmon).contains("line 4, field `timestamp`"));
 
     let dcgm = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\nDCGM_FI_DEV_FB_USED{gpu=\"0\",pod=\"a";
@@ -178,7 +189,8 @@ fn bad_input_names_the_line() {
     assert!(e.contains("line 2") && e.contains("truncated"), "{e}");
     let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10\n", ImportFormat::Dcgm);
     assert!(e.contains("line 1") && e.contains("scrape at"), "{e}");
-    let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 2000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\n", ImportFormat::Dcgm);
+    let e =
+        err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 2000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\n", ImportFormat::Dcgm);
     assert!(e.contains("line 2") && e.contains("backwards"), "{e}");
     let e = err("DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 45 1000\n", ImportFormat::Dcgm);
     assert!(e.contains("0..1"), "{e}");

@@ -21,7 +21,12 @@ fn imported_profiles_load_through_read_dir_library() {
     let mut written = Vec::new();
     for (file, format, gpu, pod, app, out) in cases {
         let opts = ImportOptions {
-            app: AppInfo { name: app.into(), kind: AppKind::Ml, input_size_mb: Some(140.0), params: Some("bs=64".into()) },
+            app: AppInfo {
+                name: app.into(),
+                kind: AppKind::Ml,
+                input_size_mb: Some(140.0),
+                params: Some("bs=64".into()),
+            },
             gpu,
             pod: pod.map(str::to_string),
             ..Default::default()

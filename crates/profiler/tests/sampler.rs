@@ -32,7 +32,13 @@ fn argv(args: &[&str]) -> Vec<OsString> {
 }
 
 fn whole_gpu(util: f64, mem: f64) -> GpuReading {
-    GpuReading { gpu_util_pct: util, mem_used_mib: mem, pcie_tx_kb_s: Some(2000.0), pcie_rx_kb_s: Some(6000.0), ..Default::default() }
+    GpuReading {
+        gpu_util_pct: util,
+        mem_used_mib: mem,
+        pcie_tx_kb_s: Some(2000.0),
+        pcie_rx_kb_s: Some(6000.0),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -85,7 +91,13 @@ impl GpuSampler for TreeSampler {
         let mut processes: Vec<ProcessMemory> =
             descendants(self.me).into_iter().map(|pid| ProcessMemory { pid, used_mib: Some(100.0) }).collect();
         processes.push(ProcessMemory { pid: 1, used_mib: Some(5000.0) });
-        Ok(GpuReading { gpu_util_pct: 50.0, mem_used_mib: 9999.0, processes: Some(processes), process_sm: None, ..Default::default() })
+        Ok(GpuReading {
+            gpu_util_pct: 50.0,
+            mem_used_mib: 9999.0,
+            processes: Some(processes),
+            process_sm: None,
+            ..Default::default()
+        })
     }
 }
 
@@ -93,7 +105,8 @@ impl GpuSampler for TreeSampler {
 fn attributes_memory_to_the_childs_process_tree() {
     let mut s = TreeSampler { device: device(), me: std::process::id() };
     // sh runs two background sleeps: the tree is sh plus its children.
-    let out = run_command(&mut s, &argv(&["sh", "-c", "sleep 0.5 & sleep 0.5 & wait"]), Duration::from_millis(50)).unwrap();
+    let out =
+        run_command(&mut s, &argv(&["sh", "-c", "sleep 0.5 & sleep 0.5 & wait"]), Duration::from_millis(50)).unwrap();
     assert!(out.status.success());
     assert_eq!(out.attribution.gpu_mem, Scope::ProcessTree);
     assert_eq!(out.attribution.sm, Scope::WholeGpu, "no per-process SM from this double");

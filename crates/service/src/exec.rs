@@ -242,7 +242,8 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
     let mut child = match tokio::process::Command::from(cmd).spawn() {
         Ok(c) => c,
         Err(e) => {
-            let info = ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", l.argv[0])), ..Default::default() };
+            let info =
+                ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", l.argv[0])), ..Default::default() };
             if matches!(sup, Supervisor::Direct) {
                 write_exit(&l.attempt_dir, &info)?;
             }
@@ -344,7 +345,10 @@ pub fn run_shim(attempt_dir: &Path, argv: &[OsString]) -> Result<i32, ServiceErr
     };
     let info = match std::process::Command::new(prog).args(args).status() {
         Ok(s) => ExitInfo::from_status(s),
-        Err(e) => ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", prog.to_string_lossy())), ..Default::default() },
+        Err(e) => ExitInfo {
+            spawn_error: Some(format!("cannot start `{}`: {e}", prog.to_string_lossy())),
+            ..Default::default()
+        },
     };
     write_exit(attempt_dir, &info)?;
     Ok(0)
@@ -365,4 +369,63 @@ pub fn tail(path: &Path, max: u64) -> String {
 /// True when the text holds CUDA's out-of-memory message.
 pub fn mentions_oom(stderr: &str) -> bool {
     stderr.to_ascii_lowercase().contains("out of memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recover_reads_an_exit_file_first() {
+        let d = tempfile::tempdir().unwrap();
+        write_exit(d.path(), &ExitInfo { exit_code: Some(4), ..Default::default() }).unwrap();
+        match recover(d.path()).unwrap() {
+            Recovered::Ended(e) => assert_eq!(e.exit_code, Some(4)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unclaimed_attempt_is_abandoned_and_a_late_shim_refuses_it() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(recover(d.path()).unwrap(), Recovered::Lost));
+        // The shim that arrives after the service gave up must not run the job.
+        let code = run_shim(d.path(), &["sh".into(), "-c".into(), "exit 0".into()]).unwrap();
+        assert_eq!(code, 3);
+        assert!(read_exit(d.path()).is_none());
+    }
+
+    #[test]
+    fn live_shim_is_adopted_and_dead_one_is_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let start = process_start_ticks(me).unwrap();
+        write_owner(d.path(), &Owner { mode: "shim".into(), pid: me, start }).unwrap();
+        assert!(matches!(recover(d.path()).unwrap(), Recovered::Adopted { pid, .. } if pid == me));
+        let d2 = tempfile::tempdir().unwrap();
+        // Same pid, other start time: a reused pid is not the shim.
+        write_owner(d2.path(), &Owner { mode: "shim".into(), pid: me, start: start + 1 }).unwrap();
+        assert!(matches!(recover(d2.path()).unwrap(), Recovered::Lost));
+    }
+
+    #[test]
+    fn shim_records_exit_code_and_spawn_errors() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(run_shim(d.path(), &["sh".into(), "-c".into(), "exit 5".into()]).unwrap(), 0);
+        assert_eq!(read_exit(d.path()).unwrap().exit_code, Some(5));
+        let d = tempfile::tempdir().unwrap();
+        run_shim(d.path(), &["/nonexistent/prog".into()]).unwrap();
+        assert!(read_exit(d.path()).unwrap().spawn_error.unwrap().contains("/nonexistent/prog"));
+    }
+
+    #[test]
+    fn tail_and_oom_detection() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, "0123456789").unwrap();
+        assert_eq!(tail(&p, 4), "6789");
+        assert_eq!(tail(&d.path().join("missing"), 4), "");
+        assert!(mentions_oom("RuntimeError: CUDA out of memory. Tried to allocate"));
+        assert!(!mentions_oom("segmentation fault"));
+    }
 }

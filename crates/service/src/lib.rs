@@ -98,7 +98,11 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { listen: SocketAddr::from(([127, 0, 0, 1], 7070)), token: None, request_timeout: Duration::from_secs(10) }
+        HttpConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            token: None,
+            request_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -139,7 +143,8 @@ pub fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// A started service: the shared core and the placement loop task.
+/// A started service: the shared core and the placement loop task. Dropping it stops the
+/// loop (as [`Service::stop`] does, without waiting); keep it alive while serving.
 pub struct Service {
     core: Arc<Core>,
     stop: watch::Sender<bool>,
@@ -149,7 +154,11 @@ pub struct Service {
 impl Service {
     /// Opens the store, recovers attempts left by a crash and starts the placement loop.
     /// Must run inside a tokio runtime.
-    pub fn start(cfg: ServiceConfig, policy: Arc<dyn Policy>, monitor: Option<NvmlMonitor>) -> Result<Self, ServiceError> {
+    pub fn start(
+        cfg: ServiceConfig,
+        policy: Arc<dyn Policy>,
+        monitor: Option<NvmlMonitor>,
+    ) -> Result<Self, ServiceError> {
         if cfg.gpus.is_empty() {
             return Err(ServiceError::Config("no GPUs: declare virtual ones with --gpus, e.g. titanxp:2".into()));
         }

@@ -84,7 +84,7 @@ pub struct ClusterSnapshot {
     pub policy: String,
     /// The GPUs.
     pub gpus: Vec<GpuView>,
-    /// Jobs waiting (in the loop's window).
+    /// Jobs waiting, counted up to the loop's window (256 by default).
     pub queued: usize,
 }
 
@@ -110,6 +110,8 @@ pub struct Placer {
     running: BTreeMap<JobId, Run>,
     monitor: Option<NvmlMonitor>,
     measured: Vec<Option<Resources>>,
+    /// Waiting jobs seen by the last pass (at most the window).
+    last_queued: usize,
 }
 
 impl Placer {
@@ -121,7 +123,8 @@ impl Placer {
         monitor: Option<NvmlMonitor>,
     ) -> Result<Self, ServiceError> {
         let n = core.cfg.gpus.len();
-        let mut p = Placer { core, policy, rx, running: BTreeMap::new(), monitor, measured: vec![None; n] };
+        let mut p =
+            Placer { core, policy, rx, running: BTreeMap::new(), monitor, measured: vec![None; n], last_queued: 0 };
         p.recover()?;
         Ok(p)
     }
@@ -230,7 +233,11 @@ impl Placer {
         let Some(run) = self.running.remove(&job) else { return Ok(()) };
         let Some(rec) = self.core.store.job(job)? else { return Ok(()) };
         let stderr = exec::tail(&self.core.attempt_dir(job, attempt).join("stderr"), 64 * 1024);
-        let end = classify(&rec, &run, &exit, &stderr, self.core.cfg.max_retries);
+        // NVML saw the card (nearly) full when it died: an OOM even without CUDA's message.
+        let cap = self.core.cfg.gpus[run.gpu].spec.memory_mib;
+        let card_full = self.measured[run.gpu].is_some_and(|m| m.gpu_mem_mib >= 0.98 * cap);
+        let oom = exec::mentions_oom(&stderr) || card_full;
+        let end = classify(&rec, &run, &exit, oom, self.core.cfg.max_retries);
         let now = unix_now();
         if end.state == AttemptState::Oom {
             self.core.metrics.oom_kills.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -273,6 +280,7 @@ impl Placer {
 
     fn place(&mut self) -> Result<(), ServiceError> {
         let queued = self.core.store.jobs(Some(JobState::Queued), 0, self.core.cfg.queue_window)?;
+        self.last_queued = queued.len();
         if queued.is_empty() {
             return Ok(());
         }
@@ -312,7 +320,12 @@ impl Placer {
                     .filter_map(|(id, r)| {
                         let p = r.profile.clone()?;
                         let progress = (now - r.started_unix).clamp(0.0, p.solo_s());
-                        Some(RunningJob { id: *id, profile: p, progress_s: progress, started_s: r.started_unix - origin })
+                        Some(RunningJob {
+                            id: *id,
+                            profile: p,
+                            progress_s: progress,
+                            started_s: r.started_unix - origin,
+                        })
                     })
                     .collect();
                 GpuState {
@@ -427,7 +440,10 @@ impl Placer {
             Err(e) => {
                 tracing::error!(job = j.id, error = %e, "could not launch");
                 self.running.insert(j.id, run);
-                let exit = ExitInfo { spawn_error: Some("the service could not prepare the job".into()), ..Default::default() };
+                let exit = ExitInfo {
+                    spawn_error: Some("the service could not prepare the job".into()),
+                    ..Default::default()
+                };
                 let _ = tx.send(LoopMsg::Done { job: j.id, attempt: att.n, exit });
             }
         }
@@ -468,8 +484,7 @@ impl Placer {
                 }
             })
             .collect();
-        let queued = self.core.store.count_by_state().ok().and_then(|m| m.get(&JobState::Queued).copied()).unwrap_or(0);
-        let snap = ClusterSnapshot { policy: self.policy.name().to_string(), gpus, queued: queued as usize };
+        let snap = ClusterSnapshot { policy: self.policy.name().to_string(), gpus, queued: self.last_queued };
         if let Ok(mut s) = self.core.snapshot.write() {
             *s = snap;
         }
@@ -484,7 +499,7 @@ fn forward_exit(tx: mpsc::UnboundedSender<LoopMsg>, job: JobId, attempt: u32, w:
 }
 
 /// How an attempt ended and what the job does next.
-fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, stderr: &str, max_retries: u32) -> AttemptEnd {
+fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries: u32) -> AttemptEnd {
     let retry_or_fail = |failures: u32| if failures <= max_retries { JobState::Queued } else { JobState::Failed };
     let base = AttemptEnd {
         state: AttemptState::Failed,
@@ -521,7 +536,7 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, stderr: &str, max_retri
         return AttemptEnd { error: Some(e.clone()), ..base };
     }
     let failures = rec.failures + 1;
-    if exec::mentions_oom(stderr) {
+    if oom {
         let error = Some(format!("GPU out of memory beside [{}]", run.co_apps.join(", ")));
         return AttemptEnd {
             state: AttemptState::Oom,
@@ -544,4 +559,3 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, stderr: &str, max_retri
 pub fn attempt_dir(data_dir: &std::path::Path, job: JobId, n: u32) -> PathBuf {
     data_dir.join("jobs").join(job.to_string()).join(format!("attempt-{n}"))
 }
-

@@ -124,7 +124,8 @@ fn json<T: serde::Serialize>(v: &T) -> Result<String> {
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
-    serde_json::from_str(s).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))
+    serde_json::from_str(s)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))
 }
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
@@ -233,7 +234,8 @@ impl Store {
                 let mut st = conn.prepare_cached(&format!(
                     "SELECT {JOB_COLS} FROM jobs WHERE state = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
                 ))?;
-                let v = st.query_map(params![s.as_str(), after as i64, lim], job_from_row)?.collect::<Result<_, _>>()?;
+                let v =
+                    st.query_map(params![s.as_str(), after as i64, lim], job_from_row)?.collect::<Result<_, _>>()?;
                 v
             }
             None => {
@@ -410,9 +412,8 @@ impl Store {
     /// True when a cancel was asked for.
     pub fn cancel_requested(&self, job: JobId) -> Result<bool> {
         let conn = self.lock()?;
-        let v: Option<i64> = conn
-            .query_row("SELECT cancel_requested FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0))
-            .optional()?;
+        let v: Option<i64> =
+            conn.query_row("SELECT cancel_requested FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0)).optional()?;
         Ok(v.unwrap_or(0) != 0)
     }
 
@@ -446,5 +447,50 @@ impl Store {
             params![now, job.map(|j| j as i64), kind, detail],
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> NewJob {
+        NewJob {
+            app: "a".into(),
+            command: vec!["true".into()],
+            env: Default::default(),
+            input_size_mb: None,
+            params: None,
+        }
+    }
+
+    #[test]
+    fn attempt_lifecycle_is_applied_once() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("db.sqlite")).unwrap();
+        let (j, created) = s.insert_job(&job(), Some("k"), 1.0).unwrap();
+        assert!(created);
+        assert_eq!(s.insert_job(&job(), Some("k"), 2.0).unwrap().0.id, j.id);
+        let a = s.start_attempt(j.id, 0, &[], false, "fifo", &[j.id], 3.0).unwrap().unwrap();
+        assert_eq!(a.n, 1);
+        // Not queued any more: a second start is refused.
+        assert!(s.start_attempt(j.id, 1, &[], false, "fifo", &[j.id], 3.0).unwrap().is_none());
+        let end = AttemptEnd {
+            state: AttemptState::Oom,
+            job_state: JobState::Queued,
+            exit_code: Some(1),
+            signal: None,
+            error: None,
+            count_failure: true,
+            avoid: vec!["b".into()],
+        };
+        assert!(s.finish_attempt(j.id, 1, &end, 4.0).unwrap());
+        assert!(!s.finish_attempt(j.id, 1, &end, 5.0).unwrap(), "a completion seen twice is applied once");
+        let j2 = s.job(j.id).unwrap().unwrap();
+        assert_eq!((j2.state, j2.failures, j2.avoid_apps.clone()), (JobState::Queued, 1, vec!["b".to_string()]));
+        assert_eq!(s.count_by_state().unwrap()[&JobState::Queued], 1);
+        assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::Cancelled));
+        assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::AlreadyFinal(JobState::Cancelled)));
+        assert_eq!(s.cancel(999, 6.0).unwrap(), None);
     }
 }

@@ -1,6 +1,6 @@
 //! Times one 30-job random-workload simulation (thesis library, one Titan Xp, contention
 //! interference) under SJF and Tetris: median wall time per simulation on this thread and
-//! job-steps per second. Run: `cargo bench -p dqngpu-sim` (args: `[runs] [interference]`).
+//! job-steps per second. Run: `cargo bench -p dqngpu-sim` (args: `[runs] [interference] [decision tick s]`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,16 +13,19 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(101);
     let model = args.get(1).cloned().unwrap_or_else(|| "contention".into());
+    let tick: f64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(SimConfig::default().decision_tick_s);
+    let config = SimConfig { decision_tick_s: tick, ..SimConfig::default() };
     let lib = library::resolve("thesis").expect("thesis library");
     let cluster = ClusterSpec::parse_gpus("titanxp:1").expect("cluster");
     let set = draw(&lib, WorkloadClass::Random, 30, 0, Arrivals::AllAtZero).expect("workload");
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&model).expect("interference"));
-    println!("30-job random workload (seed 0), thesis library, titanxp:1, {model}; median of {runs} runs");
+    println!(
+        "30-job random workload (seed 0), thesis library, titanxp:1, {model}, tick {tick} s; median of {runs} runs"
+    );
     for name in ["sjf", "tetris"] {
         let policy = dqngpu_policy::by_name(name, 0).expect("policy");
-        let once =
-            || run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default()).expect("sim");
+        let once = || run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), config.clone()).expect("sim");
         let first = once();
         let mut times: Vec<f64> = (0..runs)
             .map(|_| {

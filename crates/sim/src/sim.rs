@@ -38,9 +38,10 @@ pub const MIN_RATE: f64 = 1e-3;
 pub struct SimConfig {
     /// Step length, s (1 s by default). A step ends early at a job's finish or an arrival.
     pub step_s: f64,
-    /// While jobs wait, ask the policy again at least this often, s, even when nothing
-    /// arrived, finished or was killed (demands change over time, so packing policies may find
-    /// room). Default 10 s.
+    /// While jobs wait and a running job's demand has dropped since the last decision
+    /// (capacity freed), ask the policy again once this long after the last decision, s, even
+    /// when nothing arrived, finished or was killed: demands change over a job's life, so a
+    /// packing policy may find room. Default 10 s.
     pub decision_tick_s: f64,
     /// Record the event log into [`SimResult::events`].
     pub record_events: bool,
@@ -98,6 +99,9 @@ struct GpuBook {
     logged_mem: f64,
     /// The set of jobs changed since the last `Memory` event.
     mem_dirty: bool,
+    /// `rates` hold the model's answer for the current jobs and demands. The model is a pure
+    /// function of them, so while they stay the same the rates are reused (same results).
+    rates_valid: bool,
 }
 
 /// A discrete-time simulation of jobs sharing GPUs. See the module docs for the loop.
@@ -115,6 +119,8 @@ pub struct Simulator {
     arrival_order: Vec<usize>,
     next_arrival: usize,
     decision_pending: bool,
+    /// A running job's demand dropped in some resource since the last decision.
+    capacity_freed: bool,
     next_tick_s: f64,
     finished: usize,
     oom_kills: u64,
@@ -202,6 +208,7 @@ impl Simulator {
             arrival_order,
             next_arrival: 0,
             decision_pending: false,
+            capacity_freed: false,
             finished: 0,
             oom_kills: 0,
             steps: 0,
@@ -229,10 +236,12 @@ impl Simulator {
         self.finished == self.jobs.len()
     }
 
-    /// True when jobs wait and something happened since the last decision (an arrival, a
-    /// finish, an OOM kill) or the decision tick came round.
+    /// True when jobs wait and, since the last decision, a job arrived, finished or was
+    /// killed out of memory, or a running job's demand dropped (capacity freed) and the
+    /// decision tick has come round.
     pub fn needs_decision(&self) -> bool {
-        !self.queue.is_empty() && (self.decision_pending || self.now_s >= self.next_tick_s - 1e-9)
+        !self.queue.is_empty()
+            && (self.decision_pending || (self.capacity_freed && self.now_s >= self.next_tick_s - 1e-9))
     }
 
     /// The snapshot a policy decides on. It borrows the simulator's own state (no copy).
@@ -253,6 +262,7 @@ impl Simulator {
         validate_decision(&self.policy_name, &self.view(), decision)?;
         self.decisions += 1;
         self.decision_pending = false;
+        self.capacity_freed = false;
         self.next_tick_s = self.now_s + self.config.decision_tick_s;
         let placed_any = decision.iter().any(|p| !p.jobs.is_empty());
         if !placed_any {
@@ -331,6 +341,10 @@ impl Simulator {
         let book = &mut self.books[g];
         let jobs = &self.jobs;
         let n = gpu.running.len();
+        if book.rates_valid {
+            return book.rates.iter().zip(&gpu.running).fold(f64::INFINITY, |m, (r, rj)| m.min(rj.remaining_s() / r));
+        }
+        book.rates_valid = true;
         book.rates.resize(n, 1.0);
         let zero = Resources::ZERO;
         let dummy = JobLoad { app: "", demand: &zero };
@@ -388,10 +402,17 @@ impl Simulator {
                 rj.progress_s += rate * dt;
                 let s = js.profile.sample_index(rj.progress_s);
                 if s != js.sample {
-                    let new = js.profile.samples[s].gpu_mem_mib;
-                    js.grew = new > d.gpu_mem_mib;
-                    any_grew |= js.grew;
-                    mem_changed |= new != d.gpu_mem_mib;
+                    let new = js.profile.samples[s];
+                    if new != d {
+                        book.rates_valid = false;
+                        js.grew = new.gpu_mem_mib > d.gpu_mem_mib;
+                        any_grew |= js.grew;
+                        mem_changed |= new.gpu_mem_mib != d.gpu_mem_mib;
+                        self.capacity_freed |= new.gpu_util_pct < d.gpu_util_pct
+                            || new.gpu_mem_mib < d.gpu_mem_mib
+                            || new.sm_pct < d.sm_pct
+                            || new.pcie_mbps < d.pcie_mbps;
+                    }
                     js.sample = s;
                 }
             }
@@ -421,6 +442,7 @@ impl Simulator {
                 self.books[g].slots.remove(k);
                 self.books[g].rates.remove(k);
                 self.books[g].mem_dirty = true;
+                self.books[g].rates_valid = false;
                 self.finished += 1;
                 self.decision_pending = true;
                 if self.config.record_events {
@@ -469,6 +491,7 @@ impl Simulator {
         self.books[g].rates.remove(k);
         self.gpus[g].running.remove(k);
         self.books[g].mem_dirty = true;
+        self.books[g].rates_valid = false;
         let neighbours: Vec<String> = self.books[g].slots.iter().map(|&o| self.jobs[o].app.clone()).collect();
         let js = &mut self.jobs[j];
         js.restarts += 1;
@@ -539,6 +562,7 @@ impl Simulator {
         self.books[g].slots.push(j);
         self.books[g].rates.push(1.0);
         self.books[g].mem_dirty = true;
+        self.books[g].rates_valid = false;
         if self.config.record_events {
             self.events.push(SimEvent::Start { t_s: now, job: id, app: js.app.clone(), gpu: g });
         }

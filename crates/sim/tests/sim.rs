@@ -348,6 +348,54 @@ fn stepping_api_matches_run_and_decides_only_at_events() {
     assert!(ran.events.is_empty(), "events are recorded only when asked for");
 }
 
+/// Places waiting jobs on GPU 0 while their first sample fits beside the current demands.
+struct CurrentFit;
+impl Policy for CurrentFit {
+    fn name(&self) -> &str {
+        "test-current-fit"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        let mut used = view.gpus[0].demand_now().gpu_mem_mib;
+        let mut jobs = Vec::new();
+        for q in view.queue {
+            let need = q.profile.samples[0].gpu_mem_mib;
+            if used + need <= view.gpus[0].spec.memory_mib {
+                used += need;
+                jobs.push(q.id);
+            }
+        }
+        if jobs.is_empty() {
+            vec![]
+        } else {
+            vec![Placement { gpu: 0, jobs }]
+        }
+    }
+}
+
+#[test]
+fn freed_capacity_brings_a_decision_at_the_tick() {
+    // a holds 8000 MiB for 15 s, then 1000 MiB: b (6000 MiB) fits from t = 15, not before.
+    let mut a = vec![Resources::new(30.0, 8000.0, 30.0, 0.0); 15];
+    a.extend(vec![Resources::new(30.0, 1000.0, 30.0, 0.0); 15]);
+    let lib = library(vec![profile("a", a), steady("b", 10, 30.0, 6000.0)]);
+    let set = jobs(&[("a", 0.0), ("b", 0.0)]);
+    let r = simulate(&CurrentFit, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!(r.jobs[1].start_s, Some(15.0), "b starts when a's memory drops, not when a finishes");
+    assert_eq!(r.decisions, 2);
+    // With a 20 s tick, the drop at 15 s is acted on at the first step at or after t = 20.
+    let config = SimConfig { decision_tick_s: 20.0, ..SimConfig::default() };
+    let r = run(&CurrentFit, &titanxp(1), &lib, &set, Arc::new(NoInterference), config).unwrap();
+    assert_eq!(r.jobs[1].start_s, Some(20.0));
+    // Growth alone frees nothing: a job whose memory only rises brings no extra decision.
+    let mut c = vec![Resources::new(30.0, 8000.0, 30.0, 0.0); 15];
+    c.extend(vec![Resources::new(30.0, 9000.0, 30.0, 0.0); 15]);
+    let lib = library(vec![profile("c", c), steady("b", 10, 30.0, 6000.0)]);
+    let set = jobs(&[("c", 0.0), ("b", 0.0)]);
+    let r = simulate(&CurrentFit, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!(r.jobs[1].start_s, Some(30.0));
+    assert_eq!(r.decisions, 2, "decisions at t = 0 and at c's finish only");
+}
+
 // ---------------------------------------------------------------- workloads and determinism
 
 fn thesis_like_library() -> AppLibrary {

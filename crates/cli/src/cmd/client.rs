@@ -93,6 +93,15 @@ pub struct SubmitArgs {
     command: Vec<String>,
 }
 
+/// Prints to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn out(text: impl std::fmt::Display) -> anyhow::Result<()> {
+    use std::io::Write;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
 }
@@ -141,7 +150,7 @@ pub fn submit(a: SubmitArgs) -> anyhow::Result<()> {
         body["params"] = json!(p);
     }
     let v = a.conn.call("POST", "/v1/jobs", Some(body), a.idempotency_key.as_deref())?;
-    println!("{}", v["id"]);
+    out(&v["id"])?;
     Ok(())
 }
 
@@ -161,32 +170,33 @@ pub fn jobs(a: JobsArgs) -> anyhow::Result<()> {
     };
     let v = a.conn.call("GET", &path, None, None)?;
     if a.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&v["jobs"])?);
+        out(serde_json::to_string_pretty(&v["jobs"])?)?;
         return Ok(());
     }
-    println!("{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}", "ID", "APP", "STATE", "GPU", "ATTEMPTS", "EXIT");
+    let mut table = format!("{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}", "ID", "APP", "STATE", "GPU", "ATTEMPTS", "EXIT");
     for j in v["jobs"].as_array().into_iter().flatten() {
-        println!(
-            "{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}",
-            j["id"],
+        table.push_str(&format!(
+            "\n{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}",
+            opt(&j["id"]),
             opt(&j["app"]),
             opt(&j["state"]),
             opt(&j["gpu"]),
-            j["attempts"],
+            opt(&j["attempts"]),
             opt(&j["exit_code"])
-        );
+        ));
     }
+    out(table)?;
     Ok(())
 }
 
 /// `dqngpu job ID`: the job as JSON, optionally with its logs.
 pub fn job(a: JobArgs) -> anyhow::Result<()> {
     let v = a.conn.call("GET", &format!("/v1/jobs/{}", a.id), None, None)?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    out(serde_json::to_string_pretty(&v)?)?;
     if a.logs && v["attempts"].as_u64().unwrap_or(0) > 0 {
         let l = a.conn.call("GET", &format!("/v1/jobs/{}/logs", a.id), None, None)?;
-        println!("--- stdout (attempt {}) ---\n{}", l["attempt"], l["stdout"].as_str().unwrap_or(""));
-        println!("--- stderr ---\n{}", l["stderr"].as_str().unwrap_or(""));
+        let (o, e) = (l["stdout"].as_str().unwrap_or(""), l["stderr"].as_str().unwrap_or(""));
+        out(format!("--- stdout (attempt {}) ---\n{o}--- stderr ---\n{e}", l["attempt"]))?;
     }
     Ok(())
 }
@@ -194,6 +204,5 @@ pub fn job(a: JobArgs) -> anyhow::Result<()> {
 /// `dqngpu cancel ID`.
 pub fn cancel(a: CancelArgs) -> anyhow::Result<()> {
     let v = a.conn.call("DELETE", &format!("/v1/jobs/{}", a.id), None, None)?;
-    println!("{}", serde_json::to_string(&v)?);
-    Ok(())
+    out(serde_json::to_string(&v)?)
 }

@@ -11,7 +11,7 @@ use dqngpu_model::library::read_dir_library;
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
 use dqngpu_profiler::sampler::{run_command, GpuSampler};
-use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions};
+use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions, ProfilerError};
 use serde_json::{json, Value};
 
 use super::Format;
@@ -77,7 +77,7 @@ impl PriorArgs {
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
 struct OutArgs {
-    /// Profile file to write (.csv with a .meta.json sidecar, or .json).
+    /// Profile file to write (.csv with a .meta.json sidecar, or .json); its directory is created.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
     /// Library directory: writes DIR/APP.json (APP-2.json, ... when taken).
@@ -93,6 +93,9 @@ impl OutArgs {
     fn check(&self) -> anyhow::Result<()> {
         if let Some(o) = &self.output {
             ProfileFormat::from_path(o)?;
+            if let Some(dir) = o.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
         }
         if let Some(d) = &self.store {
             std::fs::create_dir_all(d).with_context(|| format!("creating the store directory {}", d.display()))?;
@@ -127,6 +130,9 @@ fn free_path(dir: &Path, app: &str) -> PathBuf {
     let n = (2..).find(|n| !taken(&format!("{stem}-{n}"))).unwrap_or(2);
     dir.join(format!("{stem}-{n}.json"))
 }
+
+/// The longest sampling interval `profile run` accepts, ms.
+const MAX_INTERVAL_MS: u64 = 3_600_000;
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
@@ -237,14 +243,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     let app = a.prior.info()?;
-    if a.interval_ms == 0 {
-        bail!("--interval-ms must be positive");
+    if !(1..=MAX_INTERVAL_MS).contains(&a.interval_ms) {
+        bail!("--interval-ms must be between 1 and {MAX_INTERVAL_MS} (one hour), got {}", a.interval_ms);
     }
     a.out.check()?;
-    let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
+    let mut sampler = NvmlSampler::open(a.gpu).map_err(lift).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
     eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
-    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms))?;
+    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms)).map_err(lift)?;
     eprintln!(
         "{} {} after {:.1} s; {} readings, {} samples",
         a.command[0].to_string_lossy(),
@@ -260,8 +266,16 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     if !outcome.status.success() && !a.keep_failed {
         bail!("the command {}; no profile written (--keep-failed writes it anyway)", outcome.status);
     }
-    let profile = outcome.profile(app, &device, &node_name())?;
+    let profile = outcome.profile(app, &device, &node_name()).map_err(lift)?;
     a.out.write(&profile)
+}
+
+/// Keeps a model error visible in the chain (so an unknown name exits 2).
+fn lift(e: ProfilerError) -> anyhow::Error {
+    match e {
+        ProfilerError::Model(m) => m.into(),
+        other => other.into(),
+    }
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<()> {
@@ -316,7 +330,8 @@ fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
                 .into_iter()
                 .map(|row| {
                     let key = row["app"].as_str().or(row["app"]["name"].as_str()).unwrap_or("?").to_string();
-                    let profile = serde_json::from_value::<AppProfile>(row.clone()).ok().filter(|p| p.validate().is_ok());
+                    let profile =
+                        serde_json::from_value::<AppProfile>(row.clone()).ok().filter(|p| p.validate().is_ok());
                     Entry { key, profile, row: Some(row) }
                 })
                 .collect())

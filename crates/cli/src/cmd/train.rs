@@ -1,10 +1,174 @@
-//! `dqngpu train` (being written).
+//! `dqngpu train`: train DqnGPU or DeepRM Max / Mean on the simulator over the thesis library.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args as ClapArgs;
+use dqngpu_model::{ClusterSpec, ModelError, WorkloadClass};
+use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
+use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
+use dqngpu_rl::net::OptimizerKind;
+use dqngpu_rl::progress::{write_curve, TrainProgress};
+use dqngpu_rl::reinforce::TrainConfig;
 
 /// Arguments.
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Agent: dqngpu, deeprm-max or deeprm-mean.
+    #[arg(long, default_value = "dqngpu")]
+    agent: String,
+    /// Workload class of the training job sets (gpu_heavy, gpu_light, mem_heavy, mem_light,
+    /// random), or `all` to cycle through the five.
+    #[arg(long, default_value = "all")]
+    workload: String,
+    /// App library: `thesis`, `lucid` or a directory of profiles.
+    #[arg(long, default_value = "thesis")]
+    library: String,
+    /// Cluster, e.g. `titanxp:1` or `4xtitanxp:2`.
+    #[arg(long, default_value = "titanxp:1")]
+    gpus: String,
+    /// Interference model.
+    #[arg(long, default_value = "contention")]
+    interference: String,
+    /// Iterations.
+    #[arg(long, default_value_t = 60)]
+    iterations: usize,
+    /// Training job sets (30 jobs each, drawn with seeds SEED*1000 + i).
+    #[arg(long, default_value_t = 10)]
+    jobsets: usize,
+    /// Job sets per iteration.
+    #[arg(long, default_value_t = 2)]
+    jobsets_per_iter: usize,
+    /// Episodes per job set per iteration (the baseline's N).
+    #[arg(long, default_value_t = 8)]
+    episodes: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 3e-3)]
+    lr: f64,
+    /// Optimiser: adam or rmsprop.
+    #[arg(long, default_value = "adam")]
+    optimizer: String,
+    /// Hidden layer sizes, comma-separated.
+    #[arg(long, default_value = "20", value_delimiter = ',')]
+    hidden: Vec<usize>,
+    /// Waiting-job slots M.
+    #[arg(long, default_value_t = 5)]
+    slots: usize,
+    /// Image rows T.
+    #[arg(long, default_value_t = 20)]
+    horizon: usize,
+    /// Seconds of profile time per image row.
+    #[arg(long, default_value_t = 15.0)]
+    row_s: f64,
+    /// Cells per resource in the images.
+    #[arg(long, default_value_t = 10)]
+    res_slots: usize,
+    /// Seed of the training job sets, the initial weights and the sampled actions.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds of wall time.
+    #[arg(long)]
+    time_limit_s: Option<f64>,
+    /// Training-curve CSV.
+    #[arg(long)]
+    curve: Option<PathBuf>,
+    /// Hide the progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Output weights (safetensors); the metadata goes beside it as .json.
+    #[arg(short = 'o', long)]
+    output: PathBuf,
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`dqngpu train` is not implemented yet")
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let agent = AgentKind::from_name(&a.agent).ok_or_else(|| ModelError::UnknownName {
+        what: "agent",
+        name: a.agent.clone(),
+        valid: AgentKind::NAMES.iter().map(|s| s.to_string()).collect(),
+    })?;
+    let classes: Vec<WorkloadClass> =
+        if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };
+    let optimizer = match a.optimizer.as_str() {
+        "adam" => OptimizerKind::Adam,
+        "rmsprop" => OptimizerKind::Rmsprop,
+        other => {
+            return Err(ModelError::UnknownName {
+                what: "optimizer",
+                name: other.into(),
+                valid: vec!["adam".into(), "rmsprop".into()],
+            }
+            .into())
+        }
+    };
+    let library = dqngpu_model::library::resolve(&a.library)?;
+    let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
+    let interference: Arc<dyn dqngpu_interference::Interference> = Arc::from(dqngpu_interference::by_name(&a.interference)?);
+    let enc = GpuEncoding {
+        time_horizon: a.horizon,
+        row_s: a.row_s,
+        res_slots: a.res_slots,
+        job_slots: a.slots,
+        ..GpuEncoding::new(agent)
+    };
+    enc.validate()?;
+    let cfg = TrainConfig {
+        iterations: a.iterations,
+        episodes: a.episodes,
+        jobsets_per_iter: a.jobsets_per_iter,
+        lr: a.lr,
+        optimizer,
+        gamma: 1.0,
+        hidden: a.hidden.clone(),
+        max_steps: 5000,
+        seed: a.seed,
+    };
+    let sets = gpu::training_sets(&library, &classes, a.jobsets, a.seed)?;
+    let progress = TrainProgress::new(a.iterations, "makespan_s", !a.quiet);
+    let started = std::time::Instant::now();
+    let (policy, curve) = gpu::train(&enc, &cluster, &library, interference, sets, &cfg, &mut |s, _| {
+        progress.update(s);
+        a.time_limit_s.is_none_or(|l| started.elapsed().as_secs_f64() < l)
+    })?;
+    progress.finish();
+    let wall = started.elapsed().as_secs_f64();
+    let class_names: Vec<&str> = classes.iter().map(|c| c.name()).collect();
+    let meta = CheckpointMeta {
+        format: FORMAT_VERSION,
+        agent: agent.name().into(),
+        encoding: Encoding::Gpu(policy.encoding().clone()),
+        hidden: cfg.hidden.clone(),
+        train: cfg,
+        trained_on: format!(
+            "library {}, classes {}, cluster {}, interference {}, {} job sets of {} jobs (seeds {}..{})",
+            a.library,
+            class_names.join("+"),
+            a.gpus,
+            a.interference,
+            a.jobsets,
+            gpu::JOBS_PER_SET,
+            gpu::train_set_seed(a.seed, 0),
+            gpu::train_set_seed(a.seed, a.jobsets.saturating_sub(1)),
+        ),
+        iterations_done: curve.len(),
+        train_wall_s: wall,
+    };
+    checkpoint::save(&a.output, policy_net(&policy), &meta).with_context(|| format!("saving {}", a.output.display()))?;
+    if let Some(path) = &a.curve {
+        write_curve(path, &curve)?;
+    }
+    let first = curve.first().map(|s| s.mean_score).unwrap_or(f64::NAN);
+    let last = curve.last().map(|s| s.mean_score).unwrap_or(f64::NAN);
+    eprintln!(
+        "trained {} for {} iterations in {wall:.1} s; training makespan {first:.0} s -> {last:.0} s; wrote {}",
+        agent.name(),
+        curve.len(),
+        a.output.display()
+    );
+    Ok(())
+}
+
+fn policy_net(p: &gpu::RlPolicy) -> &dqngpu_rl::net::PolicyNet {
+    p.net()
 }

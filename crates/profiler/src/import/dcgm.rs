@@ -166,10 +166,9 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         if let Some(c) = l.strip_prefix('#') {
             let c = c.trim();
             if let Some(t) = c.strip_prefix("scrape at") {
-                scrape_ms = Some(
-                    parse_scrape_time(t)
-                        .ok_or_else(|| invalid(path, line, None, format!("`{}` is not a Unix time in seconds", t.trim())))?,
-                );
+                scrape_ms = Some(parse_scrape_time(t).ok_or_else(|| {
+                    invalid(path, line, None, format!("`{}` is not a Unix time in seconds", t.trim()))
+                })?);
             } else if let Some(t) = c.strip_prefix("TYPE") {
                 let mut it = t.split_whitespace();
                 if let (Some(n), Some(ty)) = (it.next(), it.next()) {
@@ -197,10 +196,16 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         if opts.container.as_deref().is_some_and(|want| container != Some(want)) {
             continue;
         }
-        let g = s.label("gpu").ok_or_else(|| invalid(path, line, Some("gpu"), format!("{} has no `gpu` label", s.name)))?;
+        let g =
+            s.label("gpu").ok_or_else(|| invalid(path, line, Some("gpu"), format!("{} has no `gpu` label", s.name)))?;
         let gpu: u32 = g.parse().map_err(|_| invalid(path, line, Some("gpu"), format!("`{g}` is not a GPU index")))?;
         let t_ms = s.timestamp_ms.or(scrape_ms).ok_or_else(|| {
-            invalid(path, line, None, "sample has no timestamp and no `# scrape at <unix seconds>` line comes before it")
+            invalid(
+                path,
+                line,
+                None,
+                "sample has no timestamp and no `# scrape at <unix seconds>` line comes before it",
+            )
         })?;
         if let Some(&(prev, prev_line)) = last_t.get(&gpu) {
             if t_ms < prev {
@@ -233,7 +238,13 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                 _ => None,
             };
             if !v.is_finite() || v < 0.0 || max.is_some_and(|m| v > m + 1e-9) {
-                let range = if s.name == SM_ACTIVE { "0..1 (a ratio)" } else if s.name == UTIL { "0..100" } else { ">= 0" };
+                let range = if s.name == SM_ACTIVE {
+                    "0..1 (a ratio)"
+                } else if s.name == UTIL {
+                    "0..100"
+                } else {
+                    ">= 0"
+                };
                 return Err(invalid(path, line, Some(&s.name), format!("{v} is outside {range}")));
             }
         }
@@ -254,7 +265,10 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
     }
     if groups.is_empty() {
         let why = match &opts.pod {
-            Some(p) => format!("no DCGM_FI_* samples for pod `{p}`; pods seen: {}", pods_seen.into_iter().collect::<Vec<_>>().join(", ")),
+            Some(p) => format!(
+                "no DCGM_FI_* samples for pod `{p}`; pods seen: {}",
+                pods_seen.into_iter().collect::<Vec<_>>().join(", ")
+            ),
             None => "no DCGM_FI_DEV_GPU_UTIL / DCGM_FI_DEV_FB_USED samples found".to_string(),
         };
         return Err(ModelError::invalid(loc(path, None, None), why));
@@ -310,7 +324,9 @@ fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut
         }
     }
     if resets > 0 {
-        notes.push(format!("PCIe byte counters reset {resets} time(s) (TX and RX counted apart); bytes after a reset counted from 0"));
+        notes.push(format!(
+            "PCIe byte counters reset {resets} time(s) (TX and RX counted apart); bytes after a reset counted from 0"
+        ));
     }
     let pcie = index_of(Resource::Pcie);
     for (g, r) in groups.iter_mut().zip(rates) {

@@ -66,7 +66,14 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             }
             match &cols {
                 Some(c) if c.names == names => {}
-                Some(_) => return Err(invalid(path, line, None, "the dmon columns change here; split the log where they change")),
+                Some(_) => {
+                    return Err(invalid(
+                        path,
+                        line,
+                        None,
+                        "the dmon columns change here; split the log where they change",
+                    ))
+                }
                 None => {
                     let c = Columns::new(names, path, line)?;
                     if c.time.is_none() {
@@ -75,9 +82,16 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                         ));
                         parsed.interval_hint = Some(step);
                     }
-                    parsed.notes.push("sm_pct: dmon's `sm` column is the GPU utilisation; used for both util and SM".into());
+                    parsed
+                        .notes
+                        .push("sm_pct: dmon's `sm` column is the GPU utilisation; used for both util and SM".into());
                     if c.fb.is_none() {
-                        return Err(invalid(path, line, Some("fb"), "the dmon header has no `fb` column; record with `dmon -s umt`"));
+                        return Err(invalid(
+                            path,
+                            line,
+                            Some("fb"),
+                            "the dmon header has no `fb` column; record with `dmon -s umt`",
+                        ));
                     }
                     cols = Some(c);
                 }
@@ -96,17 +110,20 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                 format!("truncated or malformed row: {} columns, the header has {}", f.len(), c.names.len()),
             ));
         }
-        let gpu: u32 =
-            f[c.gpu].parse().map_err(|_| invalid(path, line, Some("gpu"), format!("`{}` is not a GPU index", f[c.gpu])))?;
+        let gpu: u32 = f[c.gpu]
+            .parse()
+            .map_err(|_| invalid(path, line, Some("gpu"), format!("`{}` is not a GPU index", f[c.gpu])))?;
         let count = rows_per_gpu.entry(gpu).or_insert(0);
         let t_s = match c.time {
             Some(k) => {
-                let tod = parse_time_of_day(f[k])
-                    .ok_or_else(|| invalid(path, line, Some("time"), format!("`{}` is not a time like 21:50:01", f[k])))?;
+                let tod = parse_time_of_day(f[k]).ok_or_else(|| {
+                    invalid(path, line, Some("time"), format!("`{}` is not a time like 21:50:01", f[k]))
+                })?;
                 match c.date {
                     Some(d) => {
-                        let days = parse_date(f[d])
-                            .ok_or_else(|| invalid(path, line, Some("date"), format!("`{}` is not a date like 20261125", f[d])))?;
+                        let days = parse_date(f[d]).ok_or_else(|| {
+                            invalid(path, line, Some("date"), format!("`{}` is not a date like 20261125", f[d]))
+                        })?;
                         days as f64 * 86_400.0 + tod
                     }
                     None => {

@@ -158,7 +158,10 @@ pub fn import_str(
 ) -> Result<Imported, ModelError> {
     if let Some(dt) = opts.interval_s {
         if !(dt.is_finite() && dt > 0.0) {
-            return Err(ModelError::invalid(loc(None, None, Some("--interval-s")), format!("must be a positive number of seconds, got {dt}")));
+            return Err(ModelError::invalid(
+                loc(None, None, Some("--interval-s")),
+                format!("must be a positive number of seconds, got {dt}"),
+            ));
         }
     }
     let parsed = match format {
@@ -215,7 +218,11 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
     }
     let values = fill_missing(&obs, path, gpu, &mut notes)?;
     let times: Vec<f64> = obs.iter().map(|o| o.t_s).collect();
-    let dt = opts.interval_s.or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6)).or(interval_hint).unwrap_or(1.0);
+    let dt = opts
+        .interval_s
+        .or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6))
+        .or(interval_hint)
+        .unwrap_or(1.0);
     let samples = resample(&times, &values, dt).ok_or_else(|| {
         ModelError::invalid(
             loc(path, None, Some("--interval-s")),
@@ -228,7 +235,12 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
 }
 
 /// Hold-previous gap filling; derived values for resources the log never has.
-fn fill_missing(obs: &[Observation], path: Option<&Path>, gpu: u32, notes: &mut Vec<String>) -> Result<Vec<[f64; 4]>, ModelError> {
+fn fill_missing(
+    obs: &[Observation],
+    path: Option<&Path>,
+    gpu: u32,
+    notes: &mut Vec<String>,
+) -> Result<Vec<[f64; 4]>, ModelError> {
     let mut out = vec![[0.0; 4]; obs.len()];
     let util = index_of(Resource::GpuUtil);
     for r in Resource::ALL {

@@ -92,7 +92,8 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
     let mut parsed = Parsed::default();
     let mut cols: Option<Columns> = None;
     if let Some(list) = &opts.columns {
-        let names: Vec<String> = list.iter().flat_map(|c| c.split(',')).map(field_name).filter(|n| !n.is_empty()).collect();
+        let names: Vec<String> =
+            list.iter().flat_map(|c| c.split(',')).map(field_name).filter(|n| !n.is_empty()).collect();
         let (c, ignored) = columns(names, None, 0).map_err(|e| match e {
             ModelError::Invalid { mut at, message } => {
                 at.line = None;
@@ -116,7 +117,12 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             match &cols {
                 Some(c) if c.names == names => continue,
                 Some(_) => {
-                    return Err(invalid(path, line, None, "the header changes here; split the log where the query fields change"))
+                    return Err(invalid(
+                        path,
+                        line,
+                        None,
+                        "the header changes here; split the log where the query fields change",
+                    ))
                 }
                 None => {
                     let (c, ignored) = columns(names, path, line)?;
@@ -144,8 +150,9 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             ));
         }
         let ts = fields[c.timestamp].trim();
-        let t_s = parse_datetime(ts)
-            .ok_or_else(|| invalid(path, line, Some("timestamp"), format!("`{ts}` is not a time like `2026/11/25 21:50:01.123`")))?;
+        let t_s = parse_datetime(ts).ok_or_else(|| {
+            invalid(path, line, Some("timestamp"), format!("`{ts}` is not a time like `2026/11/25 21:50:01.123`"))
+        })?;
         let gpu = match c.index {
             Some(k) => {
                 let v = fields[k].trim();

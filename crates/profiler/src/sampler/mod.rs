@@ -177,9 +177,9 @@ pub fn interval_count(wall_s: f64, interval_s: f64) -> usize {
 pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribution, Vec<String>) {
     let mut notes = Vec::new();
     let listed_always = readings.iter().all(|r| r.reading.processes.is_some());
-    let tree_seen = readings.iter().any(|r| {
-        r.reading.processes.as_ref().is_some_and(|ps| ps.iter().any(|p| r.tree.contains(&p.pid)))
-    });
+    let tree_seen = readings
+        .iter()
+        .any(|r| r.reading.processes.as_ref().is_some_and(|ps| ps.iter().any(|p| r.tree.contains(&p.pid))));
     let per_process_mem = listed_always && tree_seen;
     let per_process_sm = per_process_mem && readings.iter().all(|r| r.reading.process_sm.is_some());
     if !listed_always {
@@ -208,7 +208,8 @@ pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribut
             } else {
                 g.mem_used_mib
             };
-            let sm = if per_process_sm { tree_sm(g.process_sm.as_deref().unwrap_or(&[]), &r.tree) } else { g.gpu_util_pct };
+            let sm =
+                if per_process_sm { tree_sm(g.process_sm.as_deref().unwrap_or(&[]), &r.tree) } else { g.gpu_util_pct };
             let pcie = (g.pcie_tx_kb_s.unwrap_or(0.0) + g.pcie_rx_kb_s.unwrap_or(0.0)) / 1000.0;
             Resources::new(g.gpu_util_pct.clamp(0.0, 100.0), mem.max(0.0), sm.clamp(0.0, 100.0), pcie.max(0.0))
         })
@@ -222,8 +223,12 @@ pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribut
         samples.push(per_reading.get(j).copied().unwrap_or(Resources::ZERO));
     }
     let scope = |b: bool| if b { Scope::ProcessTree } else { Scope::WholeGpu };
-    let attribution =
-        Attribution { gpu_util: Scope::WholeGpu, gpu_mem: scope(per_process_mem), sm: scope(per_process_sm), pcie: Scope::WholeGpu };
+    let attribution = Attribution {
+        gpu_util: Scope::WholeGpu,
+        gpu_mem: scope(per_process_mem),
+        sm: scope(per_process_sm),
+        pcie: Scope::WholeGpu,
+    };
     (samples, attribution, notes)
 }
 
@@ -238,6 +243,9 @@ fn tree_sm(samples: &[ProcessSm], tree: &BTreeSet<u32>) -> f64 {
     per_pid.values().map(|(sum, k)| sum / f64::from(*k)).sum::<f64>().min(100.0)
 }
 
+/// The longest sampling interval [`run_command`] accepts.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
+
 /// Runs `argv` (program and arguments, no shell) as a child process and reads `sampler` every
 /// `interval` until it exits. A failing reading kills the child (by its pid) and is returned.
 pub fn run_command<S: GpuSampler + ?Sized>(
@@ -246,10 +254,13 @@ pub fn run_command<S: GpuSampler + ?Sized>(
     interval: Duration,
 ) -> Result<RunOutcome, ProfilerError> {
     let program = argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    if argv.is_empty() || interval.is_zero() {
+    if argv.is_empty() || interval.is_zero() || interval > MAX_INTERVAL {
         return Err(ProfilerError::Spawn {
             program,
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "need a command and a positive interval"),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "need a command and an interval between 1 ns and one day",
+            ),
         });
     }
     let spawn_err = |source| ProfilerError::Spawn { program: program.clone(), source };
@@ -261,7 +272,8 @@ pub fn run_command<S: GpuSampler + ?Sized>(
     let mut missed_ticks = 0;
     let mut tick: u64 = 1;
     let status = loop {
-        let deadline = start + interval * u32::try_from(tick).unwrap_or(u32::MAX);
+        // Ticks of at most a day each never overflow an Instant within any real run.
+        let deadline = start + interval.saturating_mul(u32::try_from(tick).unwrap_or(u32::MAX));
         let exited = loop {
             if let Some(st) = child.try_wait().map_err(spawn_err)? {
                 break Some(st);
@@ -326,8 +338,26 @@ mod tests {
     fn attributes_memory_and_sm_to_the_process_tree() {
         // pid 7 is another user's job; 10 and 11 are ours (11 a child that appears later).
         let rs = [
-            tick(1, reading(50.0, 9000.0, Some(vec![(7, 4000.0), (10, 1000.0)]), Some(vec![(7, 30.0), (10, 20.0), (10, 40.0)])), &[10]),
-            tick(2, reading(80.0, 9500.0, Some(vec![(7, 4000.0), (10, 1000.0), (11, 500.0)]), Some(vec![(11, 25.0), (10, 10.0)])), &[10, 11]),
+            tick(
+                1,
+                reading(
+                    50.0,
+                    9000.0,
+                    Some(vec![(7, 4000.0), (10, 1000.0)]),
+                    Some(vec![(7, 30.0), (10, 20.0), (10, 40.0)]),
+                ),
+                &[10],
+            ),
+            tick(
+                2,
+                reading(
+                    80.0,
+                    9500.0,
+                    Some(vec![(7, 4000.0), (10, 1000.0), (11, 500.0)]),
+                    Some(vec![(11, 25.0), (10, 10.0)]),
+                ),
+                &[10, 11],
+            ),
         ];
         let (s, a, notes) = assemble(&rs, 2);
         assert_eq!(a.gpu_mem, Scope::ProcessTree);

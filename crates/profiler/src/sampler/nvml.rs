@@ -84,7 +84,13 @@ pub fn load(candidates: &[String]) -> Result<Nvml, ProfilerError> {
     for c in candidates {
         match Nvml::builder().lib_path(OsStr::new(c)).init() {
             Ok(n) => return Ok(n),
-            Err(e) => tried.push(LoadAttempt { path: c.clone(), error: e.to_string() }),
+            Err(e) => {
+                // "a libloading error occurred: PATH: cannot open ..." -> "cannot open ...".
+                let msg = e.to_string();
+                let msg = msg.strip_prefix("a libloading error occurred: ").unwrap_or(&msg);
+                let msg = msg.strip_prefix(&format!("{c}: ")).unwrap_or(msg);
+                tried.push(LoadAttempt { path: c.clone(), error: msg.to_string() })
+            }
         }
     }
     Err(ProfilerError::NoDriver { tried })
@@ -115,7 +121,9 @@ impl NvmlSampler {
         let device = DeviceInfo {
             index,
             name: d.name().map_err(nvml_err("nvmlDeviceGetName"))?,
-            architecture: optional(d.architecture(), "nvmlDeviceGetArchitecture")?.map(|a| a.to_string()).unwrap_or_default(),
+            architecture: optional(d.architecture(), "nvmlDeviceGetArchitecture")?
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
             memory_mib: mem.total as f64 / MIB,
             cores: optional(d.num_cores(), "nvmlDeviceGetNumGpuCores")?.unwrap_or(0),
             pcie_gbps: lane_gbps(gen) * f64::from(width),

@@ -18,7 +18,9 @@ pub fn descendants(root: u32) -> BTreeSet<u32> {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
             // A process may exit between listing and reading: skip it.
-            if let Some(ppid) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(parent_from_stat) {
+            if let Some(ppid) =
+                std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(parent_from_stat)
+            {
                 children.entry(ppid).or_default().push(pid);
             }
         }

@@ -47,6 +47,11 @@ impl RlPolicy {
         }
     }
 
+    /// The network.
+    pub fn net(&self) -> &PolicyNet {
+        &self.net
+    }
+
     /// The encoding.
     pub fn encoding(&self) -> &GpuEncoding {
         &self.enc

@@ -7,7 +7,15 @@ use proptest::prelude::*;
 use crate::util::{call, config, start, start_with};
 
 /// One check: the status, a JSON error whose message contains `needle`, and a healthy server.
-async fn check(router: &Router, method: &str, uri: &str, body: Option<&str>, headers: &[(&str, &str)], want: StatusCode, needle: &str) {
+async fn check(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+    want: StatusCode,
+    needle: &str,
+) {
     let (s, v) = call(router, method, uri, body, headers).await;
     assert_eq!(s, want, "{method} {uri} {body:?}: {v}");
     let msg = v["error"]["message"].as_str().unwrap_or_else(|| panic!("no JSON error: {v}"));
@@ -20,7 +28,8 @@ async fn check(router: &Router, method: &str, uri: &str, body: Option<&str>, hea
 async fn malformed_submissions_name_the_problem() {
     let t = start("titanxp:1", "tetris");
     let r = &t.router;
-    let post = |b: &'static str, want, needle| async move { check(r, "POST", "/v1/jobs", Some(b), &[], want, needle).await };
+    let post =
+        |b: &'static str, want, needle| async move { check(r, "POST", "/v1/jobs", Some(b), &[], want, needle).await };
     post("{\"app\": \"a\", ", StatusCode::BAD_REQUEST, "EOF").await;
     post("not json", StatusCode::BAD_REQUEST, "expected").await;
     post(r#"{"app":"a","command":"ls"}"#, StatusCode::UNPROCESSABLE_ENTITY, "command: invalid type").await;
@@ -34,9 +43,23 @@ async fn malformed_submissions_name_the_problem() {
     post(r#"{"app":"a","command":["ls"],"cwd":"/etc"}"#, StatusCode::UNPROCESSABLE_ENTITY, "unknown field `cwd`").await;
     post(r#"{"app":"a","command":["ls"],"env":{"1BAD":"x"}}"#, StatusCode::BAD_REQUEST, "`1BAD`").await;
     post(r#"{"app":"a","command":["ls"],"env":{"A=B":"x"}}"#, StatusCode::BAD_REQUEST, "`A=B`").await;
-    post(r#"{"app":"a","command":["ls"],"env":{"CUDA_VISIBLE_DEVICES":"3"}}"#, StatusCode::BAD_REQUEST, "set by the service").await;
+    post(
+        r#"{"app":"a","command":["ls"],"env":{"CUDA_VISIBLE_DEVICES":"3"}}"#,
+        StatusCode::BAD_REQUEST,
+        "set by the service",
+    )
+    .await;
     post(r#"{"app":"a","command":["ls"],"input_size_mb":-1}"#, StatusCode::BAD_REQUEST, "input_size_mb").await;
-    check(r, "POST", "/v1/jobs", Some(r#"{"app":"a","command":["ls"]}"#), &[("idempotency-key", "")], StatusCode::BAD_REQUEST, "Idempotency-Key").await;
+    check(
+        r,
+        "POST",
+        "/v1/jobs",
+        Some(r#"{"app":"a","command":["ls"]}"#),
+        &[("idempotency-key", "")],
+        StatusCode::BAD_REQUEST,
+        "Idempotency-Key",
+    )
+    .await;
     // Without a JSON content type.
     let (s, v) = call(r, "GET", "/v1/jobs?state=bogus", None, &[]).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
@@ -44,7 +67,16 @@ async fn malformed_submissions_name_the_problem() {
     check(r, "GET", "/v1/jobs/abc", None, &[], StatusCode::BAD_REQUEST, "abc").await;
     check(r, "GET", "/v1/jobs/999", None, &[], StatusCode::NOT_FOUND, "no job 999").await;
     check(r, "GET", "/v1/nope", None, &[], StatusCode::NOT_FOUND, "no such route").await;
-    check(r, "POST", "/v1/profiles", Some(r#"{"app":{"name":"p"},"interval_s":0,"samples":[]}"#), &[], StatusCode::BAD_REQUEST, "interval").await;
+    check(
+        r,
+        "POST",
+        "/v1/profiles",
+        Some(r#"{"app":{"name":"p"},"interval_s":0,"samples":[]}"#),
+        &[],
+        StatusCode::BAD_REQUEST,
+        "interval",
+    )
+    .await;
     t.service.stop().await;
 }
 
@@ -110,7 +142,12 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
             prop::collection::btree_map(
-                prop_oneof![Just("app".to_string()), Just("command".to_string()), Just("env".to_string()), "[a-z]{1,6}"],
+                prop_oneof![
+                    Just("app".to_string()),
+                    Just("command".to_string()),
+                    Just("env".to_string()),
+                    "[a-z]{1,6}"
+                ],
                 inner,
                 0..4
             )
@@ -166,5 +203,9 @@ fn shared() -> Router {
         tx,
         started_unix: 0.0,
     });
-    dqngpu_service::app(dqngpu_service::AppState { core, token: None, request_timeout: std::time::Duration::from_secs(5) })
+    dqngpu_service::app(dqngpu_service::AppState {
+        core,
+        token: None,
+        request_timeout: std::time::Duration::from_secs(5),
+    })
 }

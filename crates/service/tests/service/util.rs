@@ -44,7 +44,13 @@ pub fn start(gpus: &str, policy: &str) -> TestService {
 }
 
 /// Sends one request; returns the status and the body parsed as JSON (or a JSON string).
-pub async fn call(router: &Router, method: &str, uri: &str, body: Option<&str>, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+pub async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Value) {
     let mut b = Request::builder().method(method).uri(uri);
     if body.is_some() {
         b = b.header("content-type", "application/json");

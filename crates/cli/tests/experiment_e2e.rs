@@ -1,0 +1,197 @@
+//! End to end: the real `dqngpu experiment --quick` writes every file, each parses, the
+//! numbers agree across results.json, summary.csv and report.md, and the same seeds give the
+//! same results.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("dqngpu-experiment-e2e-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_quick(out: &Path) -> Value {
+    let o = Command::new(BIN).args(["experiment", "--quick", "--no-progress", "--out"]).arg(out).output().unwrap();
+    assert!(o.status.success(), "experiment --quick failed: {}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    serde_json::from_str(&text).expect("results.json parses")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// Drops the wall-clock keys, which differ run to run by nature.
+fn strip_wall_clock(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for k in ["train_s", "wall_s", "train_norm", "total_norm"] {
+                m.remove(k);
+            }
+            m.values_mut().for_each(strip_wall_clock);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_wall_clock),
+        _ => {}
+    }
+}
+
+/// Rows of the markdown table that follows the heading `### {class}`.
+fn class_table<'a>(md: &'a str, class: &str) -> Vec<Vec<&'a str>> {
+    let start = md.find(&format!("\n### {class}\n")).unwrap_or_else(|| panic!("no section for {class}"));
+    md[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect()
+}
+
+#[test]
+fn quick_experiment_writes_consistent_files_and_replays() {
+    let a = TempDir::new("a");
+    let res = run_quick(&a.0);
+
+    // Every file exists and parses.
+    for name in ["config.toml", "summary.csv", "results.json", "report.md", "report.html"] {
+        assert!(a.0.join(name).is_file(), "{name} missing");
+    }
+    let cfg_text = std::fs::read_to_string(a.0.join("config.toml")).unwrap();
+    let cfg = dqngpu_experiment::ExperimentConfig::from_toml(&cfg_text, None).expect("config.toml parses");
+    assert_eq!(cfg.evaluation.seeds, 2, "the written config is the effective (quick) one");
+    let classes: Vec<String> = res["config"]["workloads"]["classes"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
+    assert_eq!(classes.len(), 5);
+    let schedulers: Vec<String> = res["schedulers"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
+    assert!(schedulers.iter().any(|x| x == "sjf"));
+    let mut plots: Vec<String> = classes.iter().map(|c| format!("class_{c}")).collect();
+    plots.extend(["slowdown", "training_overhead", "cost", "training_curves"].map(String::from));
+    plots.extend(schedulers.iter().map(|x| format!("timeline_{x}")));
+    let html = std::fs::read_to_string(a.0.join("report.html")).unwrap();
+    let md = std::fs::read_to_string(a.0.join("report.md")).unwrap();
+    for p in &plots {
+        let png = std::fs::read(a.0.join("plots").join(format!("{p}.png"))).unwrap_or_else(|_| panic!("{p}.png missing"));
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR", "{p}.png is not a PNG");
+        let svg = std::fs::read_to_string(a.0.join("plots").join(format!("{p}.svg"))).unwrap();
+        assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{p}.svg is not a whole SVG");
+        assert!(md.contains(&format!("(plots/{p}.png)")), "report.md does not show {p}");
+    }
+    // The HTML is self-contained: one embedded PNG per plot, no links to files.
+    assert_eq!(html.matches("src=\"data:image/png;base64,").count(), plots.len());
+    assert!(!html.contains("src=\"plots/") && !html.contains("src=\"http"));
+    assert!(html.trim_end().ends_with("</html>"));
+    // Skipped schedulers are said, not silent.
+    for sk in res["skipped"].as_array().unwrap() {
+        assert!(md.contains(s(&sk["scheduler"])) && md.contains(s(&sk["reason"])));
+    }
+
+    // summary.csv: the required columns, one row per class and scheduler, equal to results.json.
+    let csv = std::fs::read_to_string(a.0.join("summary.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let required = [
+        "workload",
+        "scheduler",
+        "seeds",
+        "makespan_s_mean",
+        "makespan_s_ci95",
+        "lower_bound_s_mean",
+        "avg_gpu_util_pct_mean",
+        "avg_gpu_mem_util_pct_mean",
+        "oom_kills_mean",
+        "no_slowdown_jobs_mean",
+        "train_s",
+    ];
+    assert_eq!(&header[..required.len()], &required);
+    let csv_rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let summary = res["summary"].as_array().unwrap();
+    assert_eq!(csv_rows.len(), summary.len());
+    assert_eq!(summary.len(), classes.len() * schedulers.len());
+    let runs = res["runs"].as_array().unwrap();
+    for (row, js) in csv_rows.iter().zip(summary) {
+        assert_eq!((row[0], row[1]), (s(&js["workload"]), s(&js["scheduler"])));
+        for (i, col) in required.iter().enumerate().skip(2) {
+            let c: f64 = row[i].parse().unwrap_or_else(|_| panic!("{col}: `{}` is not a number", row[i]));
+            assert!((c - f(&js[*col])).abs() <= 0.0005 + 1e-9, "{col}: csv {c} vs json {}", js[*col]);
+        }
+        // The summary is the mean of the runs it claims.
+        let mine: Vec<&Value> = runs.iter().filter(|r| r["workload"] == js["workload"] && r["scheduler"] == js["scheduler"]).collect();
+        assert_eq!(mine.len() as f64, f(&js["seeds"]));
+        let mean = mine.iter().map(|r| f(&r["makespan_s"])).sum::<f64>() / mine.len() as f64;
+        assert!((mean - f(&js["makespan_s_mean"])).abs() < 1e-6);
+        for r in &mine {
+            assert_eq!(r["jobs"].as_array().unwrap().len() as u64, res["config"]["workloads"]["jobs"].as_u64().unwrap());
+        }
+    }
+
+    // report.md: every class table shows the same numbers as results.json.
+    for class in &classes {
+        let table = class_table(&md, class);
+        assert_eq!(table.len(), schedulers.len(), "{class}: {table:?}");
+        for cells in table {
+            let js = summary.iter().find(|r| s(&r["workload"]) == class && s(&r["scheduler"]) == cells[0]).unwrap();
+            assert_eq!(cells[1], format!("{:.1}", f(&js["makespan_s_mean"])), "{class} {} makespan", cells[0]);
+            assert_eq!(cells[2], format!("{:.1}", f(&js["makespan_s_ci95"])));
+            assert_eq!(cells[4], format!("{:.1}", f(&js["lower_bound_s_mean"])));
+            assert_eq!(cells[5], format!("{:.3}", f(&js["ratio_to_lower_bound_mean"])));
+            assert_eq!(cells[6], format!("{:.2}", f(&js["avg_gpu_util_pct_mean"])));
+            assert_eq!(cells[9], format!("{:.2}", f(&js["avg_gpu_mem_util_pct_mean"])));
+            assert_eq!(cells[12], format!("{:.2}", f(&js["oom_kills_mean"])));
+            assert_eq!(cells[13], format!("{:.2}", f(&js["no_slowdown_jobs_mean"])));
+        }
+    }
+    // The thesis's figure stands beside ours where it gives one.
+    let heavy = class_table(&md, "gpu_heavy");
+    assert_eq!(heavy.iter().find(|c| c[0] == "sjf").unwrap()[3], "4807.0");
+
+    // Same seeds, same numbers.
+    let b = TempDir::new("b");
+    let mut res_b = run_quick(&b.0);
+    let mut res_a = res.clone();
+    strip_wall_clock(&mut res_a);
+    strip_wall_clock(&mut res_b);
+    assert!(res_a == res_b, "two runs with the same seeds differ");
+}
+
+#[test]
+fn unknown_scheduler_in_config_is_a_usage_error() {
+    let d = TempDir::new("bad");
+    let cfg = d.0.join("exp.toml");
+    std::fs::write(&cfg, "[schedulers]\nnames = ['sjf', 'nosuch']\n").unwrap();
+    let o = Command::new(BIN).args(["experiment", "--quick", "--no-progress", "--config"]).arg(&cfg).arg("--out").arg(d.0.join("out")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("dqngpu"), "{err}");
+    assert!(!d.0.join("out").join("results.json").exists());
+}
+
+#[test]
+fn bad_config_names_file_and_line() {
+    let d = TempDir::new("badline");
+    let cfg = d.0.join("exp.toml");
+    std::fs::write(&cfg, "library = 'thesis'\n\n[evaluation]\nseeds = 'ten'\n").unwrap();
+    let o = Command::new(BIN).args(["experiment", "--no-progress", "--config"]).arg(&cfg).arg("--out").arg(d.0.join("out")).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exp.toml") && err.contains("line 4"), "{err}");
+}

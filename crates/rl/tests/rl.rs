@@ -1,0 +1,244 @@
+//! Tests of the RL crate: DeepRM's environment, the trainer on a trivially learnable task,
+//! checkpoints, and the agents on the simulator.
+
+use std::sync::Arc;
+
+use dqngpu_model::{AppInfo, AppProfile, ClusterSpec, JobSet, JobSpec, Resources, WorkloadClass};
+use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
+use dqngpu_rl::deeprm::{self, Baseline, ClassicEnv, DeepRmParams, Scheduler};
+use dqngpu_rl::env::{Env, Task, Transition};
+use dqngpu_rl::gpu::{self, AgentKind, Candidate, GpuEncoding, GpuRound, RlPolicy};
+use dqngpu_rl::net::{Head, OptimizerKind, PolicyNet};
+use dqngpu_rl::reinforce::{self, TrainConfig};
+use dqngpu_rl::RlError;
+
+fn contention() -> Arc<dyn dqngpu_interference::Interference> {
+    Arc::from(dqngpu_interference::by_name("contention").unwrap())
+}
+
+#[test]
+fn deeprm_return_is_minus_the_sum_of_slowdowns() {
+    let p = DeepRmParams::default();
+    let sets = deeprm::job_sets(&p, 7, 3);
+    for seq in &sets {
+        let mut env = ClassicEnv::new(&p, seq);
+        let mut total = 0.0;
+        let mut rng = rand::thread_rng();
+        while !env.is_done() {
+            let a = Baseline::Sjf.act(&env, &p, &mut rng);
+            total += env.step(a).reward;
+        }
+        let slowdowns: f64 = env.finished().map(|(e, f, l)| (f - e) as f64 / l as f64).sum();
+        assert!(slowdowns > 0.0);
+        assert!((total + slowdowns).abs() < 1e-6, "return {total} vs slowdowns {slowdowns}");
+    }
+}
+
+#[test]
+fn deeprm_baselines_rank_as_in_the_paper() {
+    let p = DeepRmParams::default();
+    let sets = deeprm::job_sets(&p, 11, 20);
+    let eval = |b| deeprm::evaluate(&p, &sets, Scheduler::Baseline(b), 0).unwrap().avg_slowdown;
+    let (sjf, packer) = (eval(Baseline::Sjf), eval(Baseline::Packer));
+    assert!(sjf >= 1.0 && sjf < packer, "sjf {sjf} packer {packer}");
+}
+
+/// Two actions; action 1 earns 1, action 0 nothing; five steps.
+struct Bandit {
+    left: usize,
+}
+
+impl Env for Bandit {
+    fn obs_len(&self) -> usize {
+        2
+    }
+    fn n_actions(&self) -> usize {
+        2
+    }
+    fn observe(&self, obs: &mut [f32], mask: &mut [bool]) {
+        obs.copy_from_slice(&[1.0, self.left as f32 / 5.0]);
+        mask.fill(true);
+    }
+    fn step(&mut self, a: usize) -> Transition {
+        self.left -= 1;
+        Transition { reward: a as f64, done: self.left == 0 }
+    }
+    fn score(&self) -> f64 {
+        0.0
+    }
+}
+
+struct BanditTask;
+
+impl Task for BanditTask {
+    type Env<'a> = Bandit;
+    fn jobsets(&self) -> usize {
+        1
+    }
+    fn make(&self, _: usize) -> Bandit {
+        Bandit { left: 5 }
+    }
+    fn obs_len(&self) -> usize {
+        2
+    }
+    fn n_actions(&self) -> usize {
+        2
+    }
+}
+
+#[test]
+fn reinforce_learns_a_trivial_bandit() {
+    for optimizer in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {
+        let net = PolicyNet::new(2, &[8], 2, Head::Joint, 3).unwrap();
+        let cfg = TrainConfig { iterations: 60, episodes: 16, lr: 0.02, optimizer, hidden: vec![8], ..Default::default() };
+        let curve = reinforce::train(&BanditTask, &net, &cfg, &mut |_, _| true).unwrap();
+        let first = curve[0].mean_return;
+        let last = curve.last().unwrap().mean_return;
+        assert!(first < 3.5 && last > 4.5, "{optimizer:?}: return {first} -> {last}");
+    }
+}
+
+#[test]
+fn training_stops_when_asked() {
+    let net = PolicyNet::new(2, &[4], 2, Head::Joint, 3).unwrap();
+    let cfg = TrainConfig { iterations: 50, episodes: 2, hidden: vec![4], ..Default::default() };
+    let curve = reinforce::train(&BanditTask, &net, &cfg, &mut |s, _| s.iteration < 3).unwrap();
+    assert_eq!(curve.len(), 3);
+    let bad = TrainConfig { lr: -1.0, ..cfg };
+    assert!(matches!(reinforce::train(&BanditTask, &net, &bad, &mut |_, _| true), Err(RlError::Config { field: "lr", .. })));
+}
+
+fn meta(encoding: Encoding, agent: &str) -> CheckpointMeta {
+    CheckpointMeta {
+        format: FORMAT_VERSION,
+        agent: agent.into(),
+        encoding,
+        hidden: vec![20],
+        train: TrainConfig::default(),
+        trained_on: "test".into(),
+        iterations_done: 0,
+        train_wall_s: 0.0,
+    }
+}
+
+#[test]
+fn checkpoint_round_trip_and_mismatch_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    let p = DeepRmParams { num_nw: 5, ..Default::default() };
+    let enc = Encoding::DeepRmClassic(p.clone());
+    let net = PolicyNet::new(enc.obs_len(), &[20], enc.n_actions(), Head::Joint, 9).unwrap();
+    checkpoint::save(&path, &net, &meta(enc.clone(), deeprm::AGENT)).unwrap();
+    let (back, m) = checkpoint::load(&path, deeprm::AGENT, Some(&enc)).unwrap();
+    assert_eq!(m.encoding, enc);
+    let sets = deeprm::job_sets(&p, 5, 1);
+    let env = ClassicEnv::new(&p, &sets[0]);
+    let (mut obs, mut mask) = (vec![0.0; env.obs_len()], vec![false; env.n_actions()]);
+    env.observe(&mut obs, &mut mask);
+    assert_eq!(net.probs(&obs, &mask, 1).unwrap(), back.probs(&obs, &mask, 1).unwrap());
+
+    let other = Encoding::DeepRmClassic(DeepRmParams { num_nw: 10, ..p });
+    let e = checkpoint::load(&path, deeprm::AGENT, Some(&other)).unwrap_err();
+    assert!(matches!(e, RlError::EncodingMismatch { .. }) && e.to_string().contains("num_nw"), "{e}");
+    let e = checkpoint::load(&path, "dqngpu", None).unwrap_err();
+    assert!(e.to_string().contains("trained for agent `deeprm-classic`"), "{e}");
+    let e = RlPolicy::load(&path, AgentKind::Dqngpu).unwrap_err();
+    assert!(matches!(e, RlError::EncodingMismatch { .. }), "{e}");
+    let e = checkpoint::load(&dir.path().join("missing.safetensors"), deeprm::AGENT, None).unwrap_err();
+    assert!(e.to_string().contains("missing.json"), "{e}");
+}
+
+fn profile(name: &str, mem: &[(usize, f64)]) -> AppProfile {
+    let samples = mem.iter().flat_map(|&(n, m)| vec![Resources::new(30.0, m, 20.0, 100.0); n]).collect();
+    AppProfile::new(AppInfo { name: name.into(), ..Default::default() }, 1.0, samples).unwrap()
+}
+
+#[test]
+fn combination_mask_packs_jobs_whose_memory_peaks_do_not_coincide() {
+    let a = profile("a", &[(105, 8000.0), (105, 1000.0)]);
+    let b = profile("b", &[(105, 1000.0), (105, 8000.0)]);
+    let titan = dqngpu_model::gpu::lookup("titanxp").unwrap();
+    for (agent, pair_allowed) in [(AgentKind::Dqngpu, true), (AgentKind::DeeprmMax, false)] {
+        let enc = GpuEncoding::new(agent);
+        let round = GpuRound { capacity: titan.capacity(), residents: vec![] };
+        let queued = |id, p: &AppProfile| dqngpu_model::QueuedJob {
+            id,
+            app: p.app.name.clone(),
+            profile: Arc::new(p.clone()),
+            submit_s: 0.0,
+            restarts: 0,
+            avoid_apps: vec![],
+        };
+        let slots = vec![Candidate::new(&enc, &queued(0, &a)), Candidate::new(&enc, &queued(1, &b))];
+        let (mut obs, mut mask) = (vec![0.0; enc.obs_len()], vec![false; enc.n_actions()]);
+        gpu::encode(&enc, &round, &slots, 0, &mut obs, &mut mask);
+        let pair = (0..enc.n_actions()).find(|&x| enc.subset(x) == 0b11);
+        assert_eq!(pair.is_some_and(|x| mask[x]), pair_allowed, "{agent:?}");
+        assert!(mask[1], "a single job fits");
+        assert!(!mask[0], "an idle GPU does not hold while a job fits");
+        let a_and_b_slot4 = (0..enc.n_actions()).find(|&x| enc.subset(x) == 0b100);
+        assert!(a_and_b_slot4.is_none_or(|x| !mask[x]), "an empty slot is never allowed");
+    }
+}
+
+fn small_sets(n: usize, seed: u64) -> Vec<JobSet> {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    (0..n).map(|i| dqngpu_sim::draw(&lib, WorkloadClass::Random, 8, seed + i as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap()).collect()
+}
+
+fn tiny_train(agent: AgentKind, seed: u64) -> (RlPolicy, Vec<reinforce::IterStats>) {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let cfg = TrainConfig { iterations: 2, episodes: 2, jobsets_per_iter: 1, seed, ..Default::default() };
+    gpu::train(&GpuEncoding::new(agent), &cluster, &lib, contention(), small_sets(1, 5), &cfg, &mut |_, _| true).unwrap()
+}
+
+#[test]
+fn same_seed_and_model_file_give_the_same_results() {
+    let (p1, c1) = tiny_train(AgentKind::Dqngpu, 4);
+    let (_, c2) = tiny_train(AgentKind::Dqngpu, 4);
+    let strip = |c: &[reinforce::IterStats]| c.iter().map(|s| (s.mean_return, s.mean_score)).collect::<Vec<_>>();
+    assert_eq!(strip(&c1), strip(&c2));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dqngpu.safetensors");
+    let enc = Encoding::Gpu(p1.encoding().clone());
+    checkpoint::save(&path, p1.net(), &meta(enc, "dqngpu")).unwrap();
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let set = &small_sets(1, 77)[0];
+    let run = || {
+        let p = dqngpu_rl::policy_by_name("dqngpu", Some(&path), 0).unwrap();
+        let r = dqngpu_sim::run(p.as_ref(), &cluster, &lib, set, contention(), Default::default()).unwrap();
+        (r.makespan_s, r.jobs.iter().map(|j| (j.gpu, j.start_s, j.finish_s)).collect::<Vec<_>>())
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a, b);
+    assert!(a.0 > 0.0);
+}
+
+#[test]
+fn agents_place_on_a_cluster_of_4_nodes_by_2_gpus() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("4xtitanxp:2").unwrap();
+    let jobs = (0..16).map(|i| JobSpec { id: i, app: ["GROMACS", "vgg16", "alexnet", "LAMMPS"][i as usize % 4].into(), submit_s: 0.0 }).collect();
+    let set = JobSet::new(jobs);
+    for agent in [AgentKind::Dqngpu, AgentKind::DeeprmMean] {
+        let enc = GpuEncoding::new(agent);
+        let net = PolicyNet::new(enc.obs_len(), &[20], enc.n_actions(), Head::PerAction, 2).unwrap();
+        let policy = RlPolicy::new(enc, net).unwrap();
+        let r = dqngpu_sim::run(&policy, &cluster, &lib, &set, contention(), Default::default()).unwrap();
+        assert!(r.completed, "{agent:?}");
+        let used: std::collections::BTreeSet<_> = r.jobs.iter().filter_map(|j| j.gpu).collect();
+        assert_eq!(used.len(), 8, "{agent:?} used GPUs {used:?}");
+    }
+}
+
+#[test]
+fn policy_by_name_resolves_heuristics_and_agents() {
+    assert_eq!(dqngpu_rl::policy_by_name("tetris", None, 0).unwrap().name(), "tetris");
+    let e = dqngpu_rl::policy_by_name("dqngpu", None, 0).err().unwrap();
+    assert!(matches!(e, RlError::ModelRequired { .. }), "{e}");
+    let e = dqngpu_rl::policy_by_name("magic", None, 0).err().unwrap().to_string();
+    assert!(e.contains("magic") && e.contains("sjf") && e.contains("deeprm-mean"), "{e}");
+}
