@@ -80,7 +80,8 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     let cfg_text = std::fs::read_to_string(a.0.join("config.toml")).unwrap();
     let cfg = dqngpu_experiment::ExperimentConfig::from_toml(&cfg_text, None).expect("config.toml parses");
     assert_eq!(cfg.evaluation.seeds, 2, "the written config is the effective (quick) one");
-    let classes: Vec<String> = res["config"]["workloads"]["classes"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
+    let classes: Vec<String> =
+        res["config"]["workloads"]["classes"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
     assert_eq!(classes.len(), 5);
     let schedulers: Vec<String> = res["schedulers"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
     assert!(schedulers.iter().any(|x| x == "sjf"));
@@ -90,7 +91,8 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     let html = std::fs::read_to_string(a.0.join("report.html")).unwrap();
     let md = std::fs::read_to_string(a.0.join("report.md")).unwrap();
     for p in &plots {
-        let png = std::fs::read(a.0.join("plots").join(format!("{p}.png"))).unwrap_or_else(|_| panic!("{p}.png missing"));
+        let png =
+            std::fs::read(a.0.join("plots").join(format!("{p}.png"))).unwrap_or_else(|_| panic!("{p}.png missing"));
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && &png[12..16] == b"IHDR", "{p}.png is not a PNG");
         let svg = std::fs::read_to_string(a.0.join("plots").join(format!("{p}.svg"))).unwrap();
         assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{p}.svg is not a whole SVG");
@@ -135,12 +137,16 @@ fn quick_experiment_writes_consistent_files_and_replays() {
             assert!((c - f(&js[*col])).abs() <= 0.0005 + 1e-9, "{col}: csv {c} vs json {}", js[*col]);
         }
         // The summary is the mean of the runs it claims.
-        let mine: Vec<&Value> = runs.iter().filter(|r| r["workload"] == js["workload"] && r["scheduler"] == js["scheduler"]).collect();
+        let mine: Vec<&Value> =
+            runs.iter().filter(|r| r["workload"] == js["workload"] && r["scheduler"] == js["scheduler"]).collect();
         assert_eq!(mine.len() as f64, f(&js["seeds"]));
         let mean = mine.iter().map(|r| f(&r["makespan_s"])).sum::<f64>() / mine.len() as f64;
         assert!((mean - f(&js["makespan_s_mean"])).abs() < 1e-6);
         for r in &mine {
-            assert_eq!(r["jobs"].as_array().unwrap().len() as u64, res["config"]["workloads"]["jobs"].as_u64().unwrap());
+            assert_eq!(
+                r["jobs"].as_array().unwrap().len() as u64,
+                res["config"]["workloads"]["jobs"].as_u64().unwrap()
+            );
         }
     }
 
@@ -178,7 +184,13 @@ fn unknown_scheduler_in_config_is_a_usage_error() {
     let d = TempDir::new("bad");
     let cfg = d.0.join("exp.toml");
     std::fs::write(&cfg, "[schedulers]\nnames = ['sjf', 'nosuch']\n").unwrap();
-    let o = Command::new(BIN).args(["experiment", "--quick", "--no-progress", "--config"]).arg(&cfg).arg("--out").arg(d.0.join("out")).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["experiment", "--quick", "--no-progress", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.0.join("out"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("dqngpu"), "{err}");
@@ -190,7 +202,13 @@ fn bad_config_names_file_and_line() {
     let d = TempDir::new("badline");
     let cfg = d.0.join("exp.toml");
     std::fs::write(&cfg, "library = 'thesis'\n\n[evaluation]\nseeds = 'ten'\n").unwrap();
-    let o = Command::new(BIN).args(["experiment", "--no-progress", "--config"]).arg(&cfg).arg("--out").arg(d.0.join("out")).output().unwrap();
+    let o = Command::new(BIN)
+        .args(["experiment", "--no-progress", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(d.0.join("out"))
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("exp.toml") && err.contains("line 4"), "{err}");

@@ -71,19 +71,29 @@ pub fn train(
         let enc = GpuEncoding::new(kind);
         let bar = bars.add(ProgressBar::new(tc.iterations as u64));
         bar.set_style(
-            ProgressStyle::with_template("train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_prefix(name.clone());
         let started = Instant::now();
         let mut cut = false;
-        let result = gpu::train(&enc, &setup.cluster, &setup.library, setup.interference.clone(), sets.clone(), &tc, &mut |s, _| {
-            bar.set_position(s.iteration as u64);
-            bar.set_message(format!("makespan {:.0} s", s.mean_score));
-            let go_on = limit.is_none_or(|l| started.elapsed().as_secs_f64() < l);
-            cut |= !go_on && s.iteration < tc.iterations;
-            go_on
-        });
+        let result = gpu::train(
+            &enc,
+            &setup.cluster,
+            &setup.library,
+            setup.interference.clone(),
+            sets.clone(),
+            &tc,
+            &mut |s, _| {
+                bar.set_position(s.iteration as u64);
+                bar.set_message(format!("makespan {:.0} s", s.mean_score));
+                let go_on = limit.is_none_or(|l| started.elapsed().as_secs_f64() < l);
+                cut |= !go_on && s.iteration < tc.iterations;
+                go_on
+            },
+        );
         let train_s = started.elapsed().as_secs_f64();
         bar.finish_and_clear();
         match result {
@@ -100,7 +110,11 @@ pub fn train(
                     train_s,
                     curve: curve
                         .iter()
-                        .map(|s| CurvePoint { iteration: s.iteration as u64, mean_return: s.mean_return, mean_makespan_s: s.mean_score })
+                        .map(|s| CurvePoint {
+                            iteration: s.iteration as u64,
+                            mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
+                            mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
+                        })
                         .collect(),
                 },
             }),

@@ -176,7 +176,11 @@ impl Default for ClusterConfig {
 
 impl Default for WorkloadConfig {
     fn default() -> Self {
-        WorkloadConfig { classes: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(), jobs: 30, focus: "random".into() }
+        WorkloadConfig {
+            classes: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(),
+            jobs: 30,
+            focus: "random".into(),
+        }
     }
 }
 
@@ -232,7 +236,12 @@ impl Default for CostConfig {
                 inst("g4dn.4xlarge", "T4", 16, 64.0, 16.0, 2560, 1.204),
             ],
             assumptions: vec![
-                CostAssumption { name: "Cost 1".into(), dedicated: "g3.xlarge".into(), replaces: 2, basis: "GPU memory".into() },
+                CostAssumption {
+                    name: "Cost 1".into(),
+                    dedicated: "g3.xlarge".into(),
+                    replaces: 2,
+                    basis: "GPU memory".into(),
+                },
                 CostAssumption {
                     name: "Cost 2".into(),
                     dedicated: "g4dn.xlarge".into(),
@@ -255,7 +264,9 @@ impl ExperimentConfig {
     /// Parses a TOML config; `path` names the file in errors.
     pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Self, ModelError> {
         let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
+            let line = e
+                .span()
+                .map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
             ModelError::invalid(
                 Location { path: path.map(Path::to_path_buf), line, field: None },
                 format!("invalid experiment config: {}", e.message()),
@@ -313,7 +324,10 @@ impl ExperimentConfig {
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
     pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
         let bad = |field: &str, msg: String| {
-            ModelError::invalid(Location { path: path.map(Path::to_path_buf), line: None, field: Some(field.into()) }, msg)
+            ModelError::invalid(
+                Location { path: path.map(Path::to_path_buf), line: None, field: Some(field.into()) },
+                msg,
+            )
         };
         if !(self.step_s.is_finite() && self.step_s > 0.0) {
             return Err(bad("step_s", format!("{} is not a positive step", self.step_s)));
@@ -366,7 +380,10 @@ impl ExperimentConfig {
             }
         }
         if !self.schedulers.names.contains(&self.schedulers.baseline) {
-            return Err(bad("schedulers.baseline", format!("`{}` is not in schedulers.names", self.schedulers.baseline)));
+            return Err(bad(
+                "schedulers.baseline",
+                format!("`{}` is not in schedulers.names", self.schedulers.baseline),
+            ));
         }
         if self.evaluation.seeds == 0 || self.evaluation.seeds > 100_000 {
             return Err(bad("evaluation.seeds", format!("{}; expected 1..=100000", self.evaluation.seeds)));
@@ -384,7 +401,10 @@ impl ExperimentConfig {
         }
         for (i, inst) in self.cost.instances.iter().enumerate() {
             if !(inst.usd_per_hour.is_finite() && inst.usd_per_hour >= 0.0) {
-                return Err(bad(&format!("cost.instances[{i}].usd_per_hour"), format!("{} is not a price", inst.usd_per_hour)));
+                return Err(bad(
+                    &format!("cost.instances[{i}].usd_per_hour"),
+                    format!("{} is not a price", inst.usd_per_hour),
+                ));
             }
         }
         if self.cost.instance(&self.cost.shared).is_none() {

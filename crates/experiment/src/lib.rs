@@ -55,16 +55,15 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
     cfg.validate(None)?;
     let (_, rl) = classify(&cfg.schedulers.names)?;
     let setup = runner::Setup::new(cfg)?;
-    let bars = MultiProgress::with_draw_target(if progress { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
+    let bars = MultiProgress::with_draw_target(if progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
 
     let (trained, skipped) = agents::train(cfg, &setup, &rl, &bars)?;
-    let evaluated: Vec<String> = cfg
-        .schedulers
-        .names
-        .iter()
-        .filter(|n| !skipped.iter().any(|s| &s.scheduler == *n))
-        .cloned()
-        .collect();
+    let evaluated: Vec<String> =
+        cfg.schedulers.names.iter().filter(|n| !skipped.iter().any(|s| &s.scheduler == *n)).cloned().collect();
     if !evaluated.contains(&cfg.schedulers.baseline) {
         return Err(ExperimentError::Run {
             what: format!("baseline `{}`", cfg.schedulers.baseline),

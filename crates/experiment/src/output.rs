@@ -9,16 +9,27 @@ use dqngpu_model::ModelError;
 use plotters::style::RGBColor;
 
 use crate::error::ExperimentError;
-use crate::plots::{write_chart, BarChart, BarPanel, CurveChart, PlotFile, StackedChart, TimelineChart};
+use crate::plots::{write_chart, BarChart, BarPanel, CurveChart, CurveSeries, PlotFile, StackedChart, TimelineChart};
+use crate::report;
 use crate::reported;
 use crate::results::{row, summary_csv, ExperimentResults};
-use crate::report;
 
 /// Names of the files written directly in the out dir.
 pub const FILES: [&str; 5] = ["config.toml", "summary.csv", "results.json", "report.md", "report.html"];
 
 fn colour_index(res: &ExperimentResults, scheduler: &str) -> usize {
     res.config.schedulers.names.iter().position(|n| n == scheduler).unwrap_or(0)
+}
+
+/// (iteration, mean of the finite makespans of the last `window` iterations).
+fn rolling_mean(curve: &[crate::results::CurvePoint], window: usize) -> Vec<(f64, f64)> {
+    (0..curve.len())
+        .filter_map(|i| {
+            let vals: Vec<f64> =
+                curve[i.saturating_sub(window - 1)..=i].iter().filter_map(|p| p.mean_makespan_s).collect();
+            (!vals.is_empty()).then(|| (curve[i].iteration as f64, vals.iter().sum::<f64>() / vals.len() as f64))
+        })
+        .collect()
 }
 
 /// Draws every plot into `dir`.
@@ -58,7 +69,12 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
                 },
             ],
         };
-        plots.push(write_chart(&chart, dir, &format!("class_{class}"), &format!("{class}: makespan, GPU and memory utilisation (thesis Figs. 10-14)"))?);
+        plots.push(write_chart(
+            &chart,
+            dir,
+            &format!("class_{class}"),
+            &format!("{class}: makespan, GPU and memory utilisation (thesis Figs. 10-14)"),
+        )?);
     }
 
     let focus = &res.config.workloads.focus;
@@ -67,7 +83,12 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
         y_desc: "jobs per set".into(),
         schedulers: res.slowdown.iter().map(|s| s.scheduler.clone()).collect(),
         segments: vec!["no slowdown (<= 2%)".into(), "< 10%".into(), "10-20%".into(), ">= 20%".into()],
-        segment_colours: vec![RGBColor(44, 160, 44), RGBColor(188, 189, 34), RGBColor(255, 127, 14), RGBColor(214, 39, 40)],
+        segment_colours: vec![
+            RGBColor(44, 160, 44),
+            RGBColor(188, 189, 34),
+            RGBColor(255, 127, 14),
+            RGBColor(214, 39, 40),
+        ],
         values: res.slowdown.iter().map(|s| s.values().to_vec()).collect(),
         markers: res.slowdown.iter().map(|s| reported::no_slowdown(&s.scheduler)).collect(),
         marker_label: "thesis: jobs with no slowdown".into(),
@@ -90,7 +111,8 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
     plots.push(write_chart(&over, dir, "training_overhead", &format!("{focus}: training overhead (thesis Fig. 16)"))?);
 
     let assumptions: Vec<String> = res.config.cost.assumptions.iter().map(|a| a.name.clone()).collect();
-    let cost_scheds: Vec<String> = scheds.iter().filter(|s| res.cost.iter().any(|c| &c.scheduler == *s)).cloned().collect();
+    let cost_scheds: Vec<String> =
+        scheds.iter().filter(|s| res.cost.iter().any(|c| &c.scheduler == *s)).cloned().collect();
     let cost = BarChart {
         schedulers: cost_scheds.clone(),
         colours: cost_scheds.iter().map(|s| colour_index(res, s)).collect(),
@@ -100,20 +122,34 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
                 let find = |s: &str| res.cost.iter().find(|c| &c.assumption == a && c.scheduler == s);
                 let base_cost = find(base).map(|c| c.cost_usd);
                 BarPanel {
-                    title: format!("{focus}: {a} ({base} on dedicated instances, others on one shared {})", res.config.cost.shared),
+                    title: format!(
+                        "{focus}: {a} ({base} on dedicated instances, others on one shared {})",
+                        res.config.cost.shared
+                    ),
                     y_desc: "cost (US$)".into(),
                     values: cost_scheds.iter().map(|s| (find(s).map(|c| c.cost_usd).unwrap_or(0.0), 0.0)).collect(),
                     // The thesis's DqnGPU saving applied to our baseline cost.
                     thesis: cost_scheds
                         .iter()
-                        .map(|s| if s == "dqngpu" { reported::cost_saving(a).zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0)) } else { None })
+                        .map(|s| {
+                            if s == "dqngpu" {
+                                reported::cost_saving(a).zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0))
+                            } else {
+                                None
+                            }
+                        })
                         .collect(),
                     show_ci: false,
                 }
             })
             .collect(),
     };
-    plots.push(write_chart(&cost, dir, "cost", &format!("{focus}: cost (thesis Fig. 17); thesis marker = our baseline cost x (1 - its DqnGPU saving)"))?);
+    plots.push(write_chart(
+        &cost,
+        dir,
+        "cost",
+        &format!("{focus}: cost (thesis Fig. 17); thesis marker = our baseline cost x (1 - its DqnGPU saving)"),
+    )?);
 
     for t in &res.timelines {
         let chart = TimelineChart {
@@ -122,23 +158,39 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
             gpu_util_pct: t.gpu_util_pct.clone(),
             gpu_mem_pct: t.gpu_mem_pct.clone(),
         };
-        plots.push(write_chart(&chart, dir, &format!("timeline_{}", t.scheduler), &format!("{}: GPU utilisation and memory timeline", t.scheduler))?);
+        plots.push(write_chart(
+            &chart,
+            dir,
+            &format!("timeline_{}", t.scheduler),
+            &format!("{}: GPU utilisation and memory timeline", t.scheduler),
+        )?);
     }
 
+    // Each iteration trains on a window of job sets that cycles through the classes, so one
+    // iteration's makespan is not comparable with the next; a mean over one full cycle is.
+    let t = &res.config.training;
+    let window = (t.jobsets / t.jobsets_per_iter.max(1)).max(1) as usize;
     let curves = CurveChart {
-        title: "Training curves: mean makespan of each iteration's episodes".into(),
-        y_desc: "mean makespan (s)".into(),
+        title: format!(
+            "Training curves: mean makespan, rolling mean over {window} iterations (one cycle of the training sets)"
+        ),
+        y_desc: "mean training makespan (s)".into(),
         series: res
             .training
             .iter()
-            .map(|t| {
-                (t.scheduler.clone(), colour_index(res, &t.scheduler), t.curve.iter().map(|p| (p.iteration as f64, p.mean_makespan_s)).collect())
+            .map(|t| CurveSeries {
+                name: t.scheduler.clone(),
+                colour: colour_index(res, &t.scheduler),
+                points: rolling_mean(&t.curve, window),
             })
             .collect(),
         empty_note: if res.skipped.is_empty() {
             "No scheduler needed training in this run.".into()
         } else {
-            format!("No agent was trained: {}", res.skipped.iter().map(|s| s.scheduler.as_str()).collect::<Vec<_>>().join(", "))
+            format!(
+                "No agent was trained: {}",
+                res.skipped.iter().map(|s| s.scheduler.as_str()).collect::<Vec<_>>().join(", ")
+            )
         },
     };
     plots.push(write_chart(&curves, dir, "training_curves", "Training curves")?);
@@ -164,7 +216,8 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     put("config.toml", res.config.to_toml().as_bytes())?;
     put("summary.csv", summary_csv(&res.summary, res.config.workloads.jobs).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
-    let json = serde_json::to_vec_pretty(res).map_err(|e| ExperimentError::Run { what: "results.json".into(), message: e.to_string() })?;
+    let json = serde_json::to_vec_pretty(res)
+        .map_err(|e| ExperimentError::Run { what: "results.json".into(), message: e.to_string() })?;
     put("results.json", &json)?;
     let blocks = report::build(res);
     put("report.md", report::to_markdown(&blocks, &plots).as_bytes())?;
@@ -174,4 +227,110 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
         written.push(p.png);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ExperimentConfig;
+    use crate::results::tests::run;
+    use crate::results::{self, CurvePoint, Skipped, Timeline, TrainingRecord};
+
+    /// Synthetic results (test input): two schedulers, one class, two seeds, one trained agent.
+    fn synthetic() -> ExperimentResults {
+        let mut config = ExperimentConfig::default();
+        config.workloads.classes = vec!["random".into()];
+        config.schedulers.names = vec!["sjf".into(), "dqngpu".into(), "deeprm-max".into()];
+        let runs = vec![
+            run("random", "sjf", 1000, 2400.0, 60.0, &[1.0, 1.0, 1.0]),
+            run("random", "sjf", 1001, 2500.0, 62.0, &[1.0, 1.0, 1.0]),
+            run("random", "dqngpu", 1000, 2300.0, 70.0, &[1.0, 1.05, 1.3]),
+            run("random", "dqngpu", 1001, 2350.0, 71.0, &[1.0, 1.0, 1.15]),
+        ];
+        let schedulers = vec!["sjf".to_string(), "dqngpu".to_string()];
+        let curve = (1..=6)
+            .map(|i| CurvePoint {
+                iteration: i,
+                mean_return: Some(-1.0),
+                mean_makespan_s: Some(3000.0 - 10.0 * i as f64),
+            })
+            .collect();
+        let training = vec![TrainingRecord {
+            scheduler: "dqngpu".into(),
+            workloads: vec!["random".into()],
+            seeds: vec![0, 1],
+            iterations: 6,
+            iterations_planned: 6,
+            stopped_by_time_limit: false,
+            train_s: 100.0,
+            curve,
+        }];
+        let summary = results::summarise(&runs, &config.workloads.classes, &schedulers, &training);
+        let timelines = schedulers
+            .iter()
+            .map(|s| Timeline {
+                workload: "random".into(),
+                scheduler: s.clone(),
+                seed: 1000,
+                t_s: vec![0.0, 10.0, 20.0],
+                gpu_util_pct: vec![50.0, 90.0, 0.0],
+                gpu_mem_pct: vec![20.0, 40.0, 0.0],
+            })
+            .collect();
+        ExperimentResults {
+            version: "test".into(),
+            quick: false,
+            eval_seeds: vec![1000, 1001],
+            training_seeds: vec![0, 1],
+            slowdown: results::slowdown_means(&runs, "random", &schedulers),
+            training_overhead: results::training_overhead(&summary, "random", "sjf"),
+            cost: results::costs(&summary, "random", &config),
+            skipped: vec![Skipped { scheduler: "deeprm-max".into(), reason: "synthetic reason".into() }],
+            config,
+            schedulers,
+            runs,
+            summary,
+            timelines,
+            training,
+            wall_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn writes_every_file_and_the_report_carries_the_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let res = synthetic();
+        let written = write_all(&res, dir.path()).unwrap();
+        for f in FILES {
+            assert!(dir.path().join(f).is_file(), "{f}");
+        }
+        for p in [
+            "class_random",
+            "slowdown",
+            "training_overhead",
+            "cost",
+            "timeline_sjf",
+            "timeline_dqngpu",
+            "training_curves",
+        ] {
+            assert!(dir.path().join("plots").join(format!("{p}.png")).is_file(), "{p}");
+            assert!(written.contains(&dir.path().join("plots").join(format!("{p}.svg"))));
+        }
+        let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+        // sjf: mean 2450 s, CI t(0.975,1) * 70.71 / 1.414 = 635.3; dqngpu beside the thesis's 2481 s.
+        assert!(md.contains("| sjf | 2450.0 | 635.3 | - |"), "{md}");
+        assert!(md.contains("| dqngpu | 2325.0 | 317.7 | 2481.0 |"), "{md}");
+        assert!(md.contains("| deeprm-max | synthetic reason |"));
+        assert!(md.contains("| dqngpu | 2325.0 | 0.949 | 100.0 | 0.041 | 0.990 | 1.081 | 1.027 |"), "{md}");
+        let back: ExperimentResults =
+            serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+        assert_eq!(back, res);
+        let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
+        assert!(csv.lines().nth(2).unwrap().starts_with("random,dqngpu,2,2325.000,317.655,"), "{csv}");
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp")));
+    }
 }

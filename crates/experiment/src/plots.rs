@@ -204,7 +204,10 @@ impl Chart for BarChart {
                 .draw_series((0..n).map(|i| {
                     let v = panel.values.get(i).map(|x| x.0).unwrap_or(0.0);
                     let colour = scheduler_colour(self.colours.get(i).copied().unwrap_or(i));
-                    let mut bar = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)], colour.filled());
+                    let mut bar = Rectangle::new(
+                        [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)],
+                        colour.filled(),
+                    );
                     bar.set_margin(0, 0, 14, 14);
                     bar
                 }))
@@ -215,7 +218,14 @@ impl Chart for BarChart {
                 chart
                     .draw_series((0..n).filter_map(|i| {
                         let (m, c) = *panel.values.get(i)?;
-                        Some(ErrorBar::new_vertical(SegmentValue::CenterOf(i), m - c, m, m + c, BLACK.stroke_width(2), 14))
+                        Some(ErrorBar::new_vertical(
+                            SegmentValue::CenterOf(i),
+                            m - c,
+                            m,
+                            m + c,
+                            BLACK.stroke_width(2),
+                            14,
+                        ))
                     }))
                     .map_err(err)?
                     .label("95% CI (Student t)")
@@ -304,7 +314,10 @@ impl Chart for StackedChart {
                     let vals = self.values.get(i).cloned().unwrap_or_default();
                     let lo: f64 = vals.iter().take(k).sum();
                     let hi = lo + vals.get(k).copied().unwrap_or(0.0);
-                    let mut bar = Rectangle::new([(SegmentValue::Exact(i), lo), (SegmentValue::Exact(i + 1), hi)], colour.filled());
+                    let mut bar = Rectangle::new(
+                        [(SegmentValue::Exact(i), lo), (SegmentValue::Exact(i + 1), hi)],
+                        colour.filled(),
+                    );
                     bar.set_margin(0, 0, 18, 18);
                     bar
                 }))
@@ -373,17 +386,34 @@ impl Chart for TimelineChart {
         let util = RGBColor(31, 119, 180);
         let mem = RGBColor(255, 127, 14);
         chart
-            .draw_series(LineSeries::new(self.t_s.iter().copied().zip(self.gpu_util_pct.iter().copied()), util.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                self.t_s.iter().copied().zip(self.gpu_util_pct.iter().copied()),
+                util.stroke_width(2),
+            ))
             .map_err(err)?
             .label("GPU utilisation (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], util.stroke_width(3)));
         chart
-            .draw_series(LineSeries::new(self.t_s.iter().copied().zip(self.gpu_mem_pct.iter().copied()), mem.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                self.t_s.iter().copied().zip(self.gpu_mem_pct.iter().copied()),
+                mem.stroke_width(2),
+            ))
             .map_err(err)?
             .label("GPU memory in use (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], mem.stroke_width(3)));
         legend_box(&mut chart, SeriesLabelPosition::UpperRight)
     }
+}
+
+/// One line of a [`CurveChart`].
+#[derive(Debug, Clone)]
+pub struct CurveSeries {
+    /// Agent name (legend).
+    pub name: String,
+    /// Colour index.
+    pub colour: usize,
+    /// (iteration, value).
+    pub points: Vec<(f64, f64)>,
 }
 
 /// Training curves: a value per iteration for each agent, or a note when none trained.
@@ -393,8 +423,8 @@ pub struct CurveChart {
     pub title: String,
     /// Y axis description, with unit.
     pub y_desc: String,
-    /// (agent, colour index, points (iteration, value)).
-    pub series: Vec<(String, usize, Vec<(f64, f64)>)>,
+    /// One line per agent.
+    pub series: Vec<CurveSeries>,
     /// Shown instead of axes when there is no series.
     pub empty_note: String,
 }
@@ -405,7 +435,12 @@ impl Chart for CurveChart {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let pts: Vec<(f64, f64)> = self.series.iter().flat_map(|s| s.2.iter().copied()).filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+        let pts: Vec<(f64, f64)> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
         if pts.is_empty() {
             let area = root.titled(&self.title, (FONT, 20)).map_err(err)?;
             let (w, h) = area.dim_in_pixel();
@@ -428,15 +463,19 @@ impl Chart for CurveChart {
             .configure_mesh()
             .x_desc("training iteration")
             .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .y_desc(&self.y_desc)
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
             .map_err(err)?;
-        for (name, colour, points) in &self.series {
+        for CurveSeries { name, colour, points } in &self.series {
             let c = scheduler_colour(*colour);
             chart
-                .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()),
+                    c.stroke_width(2),
+                ))
                 .map_err(err)?
                 .label(name.as_str())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
@@ -482,17 +521,32 @@ mod tests {
             reference: Some(1.0),
         };
         write_chart(&stacked, dir.path(), "stacked", "S").unwrap();
-        let tl = TimelineChart { title: "tl".into(), t_s: vec![0.0, 1.0, 2.0], gpu_util_pct: vec![10.0, 100.0, 50.0], gpu_mem_pct: vec![5.0, 6.0, 7.0] };
+        let tl = TimelineChart {
+            title: "tl".into(),
+            t_s: vec![0.0, 1.0, 2.0],
+            gpu_util_pct: vec![10.0, 100.0, 50.0],
+            gpu_mem_pct: vec![5.0, 6.0, 7.0],
+        };
         write_chart(&tl, dir.path(), "timeline", "T").unwrap();
-        let empty = CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![], empty_note: "no agent trained".into() };
+        let empty =
+            CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![], empty_note: "no agent trained".into() };
         let p = write_chart(&empty, dir.path(), "curves", "C").unwrap();
         assert!(std::fs::read_to_string(p.svg).unwrap().contains("no agent trained"));
-        let curves = CurveChart { title: "c".into(), y_desc: "s".into(), series: vec![("dqngpu".into(), 4, vec![(0.0, 3.0), (1.0, 2.0)])], empty_note: String::new() };
+        let curves = CurveChart {
+            title: "c".into(),
+            y_desc: "s".into(),
+            series: vec![CurveSeries { name: "dqngpu".into(), colour: 4, points: vec![(0.0, 3.0), (1.0, 2.0)] }],
+            empty_note: String::new(),
+        };
         write_chart(&curves, dir.path(), "curves2", "C").unwrap();
         let one = BarChart { schedulers: vec!["sjf".into()], colours: vec![0], panels: bars.panels[..1].to_vec() };
         let one_panel = BarPanel { values: vec![(5.0, 1.0)], thesis: vec![None], ..one.panels[0].clone() };
         write_chart(&BarChart { panels: vec![one_panel], ..one }, dir.path(), "one", "One").unwrap();
         // No temporary files are left behind.
-        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().contains(".tmp")));
+        assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains(".tmp")));
     }
 }

@@ -86,7 +86,10 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
         cfg.training.workloads.join(", "),
         seeds_text(&res.training_seeds),
     )));
-    b.push(Block::Para(format!("Schedulers evaluated: {}.", res.schedulers.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "))));
+    b.push(Block::Para(format!(
+        "Schedulers evaluated: {}.",
+        res.schedulers.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+    )));
     if res.skipped.is_empty() {
         b.push(Block::Para("Schedulers skipped: none.".into()));
     } else {
@@ -314,8 +317,8 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
                         format!("{} of {}", t.iterations, t.iterations_planned),
                         if t.stopped_by_time_limit { "yes".into() } else { "no".into() },
                         fmt::secs(t.train_s),
-                        fmt::opt(t.curve.first().map(|p| p.mean_makespan_s), fmt::secs),
-                        fmt::opt(t.curve.last().map(|p| p.mean_makespan_s), fmt::secs),
+                        fmt::opt(t.curve.first().and_then(|p| p.mean_makespan_s), fmt::secs),
+                        fmt::opt(t.curve.last().and_then(|p| p.mean_makespan_s), fmt::secs),
                     ]
                 })
                 .collect(),

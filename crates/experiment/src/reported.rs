@@ -19,7 +19,13 @@ pub struct ReportedRun {
     pub gpu_mem_util_pct: Option<f64>,
 }
 
-const fn r(workload: &'static str, scheduler: &'static str, mk: Option<f64>, util: Option<f64>, mem: Option<f64>) -> ReportedRun {
+const fn r(
+    workload: &'static str,
+    scheduler: &'static str,
+    mk: Option<f64>,
+    util: Option<f64>,
+    mem: Option<f64>,
+) -> ReportedRun {
     ReportedRun { workload, scheduler, makespan_s: mk, gpu_util_pct: util, gpu_mem_util_pct: mem }
 }
 
@@ -45,9 +51,12 @@ pub const NO_SLOWDOWN_JOBS: &[(&str, f64)] = &[("dqngpu", 20.0), ("tetris", 14.0
 /// Fig. 15: DeepRM Mean has 12 jobs slowed by 10% or more (the most).
 pub const DEEPRM_MEAN_GE10_JOBS: f64 = 12.0;
 
+/// (scheduler, total with training, training part, without training).
+pub type OverheadEntry = (&'static str, Option<f64>, Option<f64>, Option<f64>);
+
 /// Section V.3.3, Fig. 16 (random workload, normalised to SJF = 1):
 /// (scheduler, total with training, training part, without training), where stated.
-pub const OVERHEAD: &[(&str, Option<f64>, Option<f64>, Option<f64>)] = &[
+pub const OVERHEAD: &[OverheadEntry] = &[
     ("sjf", Some(1.0), Some(0.0), Some(1.0)),
     ("tetris", Some(1.294), Some(0.0), Some(1.294)),
     ("dqngpu", Some(1.081), Some(0.054), Some(1.027)),

@@ -127,10 +127,10 @@ pub struct Timeline {
 pub struct CurvePoint {
     /// Iteration.
     pub iteration: u64,
-    /// Mean episode return.
-    pub mean_return: f64,
-    /// Mean makespan of the iteration's episodes, s.
-    pub mean_makespan_s: f64,
+    /// Mean episode return (`None` when not finite, e.g. a truncated episode).
+    pub mean_return: Option<f64>,
+    /// Mean makespan of the iteration's episodes, s (`None` when not finite).
+    pub mean_makespan_s: Option<f64>,
 }
 
 /// An agent's training.
@@ -316,7 +316,12 @@ pub fn train_s_of(training: &[TrainingRecord], scheduler: &str) -> f64 {
 }
 
 /// One summary row per (class, scheduler) present in `runs`, in the given orders.
-pub fn summarise(runs: &[RunRecord], classes: &[String], schedulers: &[String], training: &[TrainingRecord]) -> Vec<SummaryRow> {
+pub fn summarise(
+    runs: &[RunRecord],
+    classes: &[String],
+    schedulers: &[String],
+    training: &[TrainingRecord],
+) -> Vec<SummaryRow> {
     let mut rows = Vec::new();
     for c in classes {
         for s in schedulers {
@@ -457,7 +462,14 @@ pub(crate) mod tests {
     use super::*;
 
     /// A run with the given makespan and utilisations; synthetic test input.
-    pub(crate) fn run(workload: &str, scheduler: &str, seed: u64, makespan_s: f64, util: f64, slow: &[f64]) -> RunRecord {
+    pub(crate) fn run(
+        workload: &str,
+        scheduler: &str,
+        seed: u64,
+        makespan_s: f64,
+        util: f64,
+        slow: &[f64],
+    ) -> RunRecord {
         let jobs: Vec<JobRecord> = slow
             .iter()
             .enumerate()
@@ -556,7 +568,8 @@ pub(crate) mod tests {
             SummaryRow { scheduler: "dqngpu".into(), makespan_s_mean: 874.0, ..blank_row() },
         ];
         let c = costs(&s, "random", &ExperimentConfig::default());
-        let saving = |a: &str| c.iter().find(|r| r.assumption == a && r.scheduler == "dqngpu").unwrap().saving_vs_baseline_pct;
+        let saving =
+            |a: &str| c.iter().find(|r| r.assumption == a && r.scheduler == "dqngpu").unwrap().saving_vs_baseline_pct;
         assert!((saving("Cost 1") - 29.86).abs() < 0.1, "{}", saving("Cost 1"));
         assert!((saving("Cost 2") - 49.98).abs() < 0.1, "{}", saving("Cost 2"));
     }

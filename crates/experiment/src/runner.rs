@@ -42,7 +42,12 @@ impl Setup {
     }
 
     /// The job set of (class, seed).
-    pub fn jobset(&self, class: WorkloadClass, jobs: usize, seed: u64) -> Result<dqngpu_model::JobSet, ExperimentError> {
+    pub fn jobset(
+        &self,
+        class: WorkloadClass,
+        jobs: usize,
+        seed: u64,
+    ) -> Result<dqngpu_model::JobSet, ExperimentError> {
         Ok(dqngpu_sim::draw(&self.library, class, jobs, seed, Arrivals::AllAtZero)?)
     }
 }
@@ -66,7 +71,8 @@ fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f
     let (mut util, mut mem) = (0.0, 0.0);
     let mut rates = Vec::new();
     for g in view.gpus {
-        let loads: Vec<JobLoad<'_>> = g.running.iter().map(|r| JobLoad { app: &r.profile.app.name, demand: r.demand_now() }).collect();
+        let loads: Vec<JobLoad<'_>> =
+            g.running.iter().map(|r| JobLoad { app: &r.profile.app.name, demand: r.demand_now() }).collect();
         rates.clear();
         rates.resize(loads.len(), 1.0);
         if !loads.is_empty() {
@@ -80,14 +86,18 @@ fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f
     (util / n, mem / n)
 }
 
+/// A usage trace: times (s), GPU utilisation (%), GPU memory (%).
+pub type Trace = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// Runs `policy` on `jobset`, optionally sampling the usage timeline before every step.
 pub fn simulate(
     setup: &Setup,
     policy: &dyn Policy,
     jobset: &dqngpu_model::JobSet,
     timeline: bool,
-) -> Result<(SimResult, Option<(Vec<f64>, Vec<f64>, Vec<f64>)>), dqngpu_sim::SimError> {
-    let mut sim = Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), setup.sim.clone())?;
+) -> Result<(SimResult, Option<Trace>), dqngpu_sim::SimError> {
+    let mut sim =
+        Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), setup.sim.clone())?;
     sim.set_policy_name(policy.name());
     let mut trace = timeline.then(|| (Vec::new(), Vec::new(), Vec::new()));
     while !sim.done() {
@@ -112,7 +122,7 @@ pub fn simulate(
 }
 
 /// Keeps at most `max` evenly spaced points (always the last).
-fn thin(t: Vec<f64>, u: Vec<f64>, m: Vec<f64>, max: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+fn thin(t: Vec<f64>, u: Vec<f64>, m: Vec<f64>, max: usize) -> Trace {
     let n = t.len();
     if n <= max || max < 2 {
         return (t, u, m);
@@ -192,12 +202,24 @@ pub fn evaluate(
         .par_iter()
         .map(|t| {
             let what = || format!("{} on {} seed {}", t.scheduler, t.class, t.seed);
-            let jobset = &jobsets.iter().find(|(k, _)| *k == (t.class, t.seed)).ok_or_else(|| ExperimentError::Run { what: what(), message: "job set missing".into() })?.1;
+            let jobset = &jobsets
+                .iter()
+                .find(|(k, _)| *k == (t.class, t.seed))
+                .ok_or_else(|| ExperimentError::Run { what: what(), message: "job set missing".into() })?
+                .1;
             let policy = make_policy(&t.scheduler, t.seed)?;
-            let (res, trace) = simulate(setup, policy.as_ref(), jobset, t.timeline).map_err(|e| ExperimentError::Run { what: what(), message: e.to_string() })?;
+            let (res, trace) = simulate(setup, policy.as_ref(), jobset, t.timeline)
+                .map_err(|e| ExperimentError::Run { what: what(), message: e.to_string() })?;
             let timeline = trace.map(|(ts, u, m)| {
                 let (t_s, gpu_util_pct, gpu_mem_pct) = thin(ts, u, m, TIMELINE_POINTS);
-                Timeline { workload: t.class.name().into(), scheduler: t.scheduler.clone(), seed: t.seed, t_s, gpu_util_pct, gpu_mem_pct }
+                Timeline {
+                    workload: t.class.name().into(),
+                    scheduler: t.scheduler.clone(),
+                    seed: t.seed,
+                    t_s,
+                    gpu_util_pct,
+                    gpu_mem_pct,
+                }
             });
             progress.inc(1);
             Ok((record(t.class, t.seed, &t.scheduler, &res), timeline))

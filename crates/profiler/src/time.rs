@@ -20,6 +20,9 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
 
 /// `YYYY/MM/DD` or `YYYY-MM-DD` or `YYYYMMDD` -> days since the epoch.
 pub(crate) fn parse_date(s: &str) -> Option<i64> {
+    if !s.is_ascii() {
+        return None; // also keeps the byte slicing below on character boundaries
+    }
     let (y, m, d) = if s.len() == 8 && !s.contains(['/', '-']) {
         (num::<i64>(&s[..4])?, num::<u32>(&s[4..6])?, num::<u32>(&s[6..])?)
     } else {
@@ -84,9 +87,26 @@ mod tests {
         assert!((b - a - 0.75).abs() < 1e-6, "{}", b - a);
         assert_eq!(parse_datetime("1970-01-01T00:00:01"), Some(1.0));
         assert_eq!(parse_date("20240229"), parse_date("2024/02/29"));
-        for bad in ["", "2026/13/01 00:00:00", "2026/11/25", "2026/11/25 25:00:00", "x/y/z 1:2:3", "2026/11/25 1:2:3.x"]
-        {
+        for bad in [
+            "",
+            "ab€cde 00:00:00",
+            "2026/13/01 00:00:00",
+            "2026/11/25",
+            "2026/11/25 25:00:00",
+            "x/y/z 1:2:3",
+            "2026/11/25 1:2:3.x",
+        ] {
             assert_eq!(parse_datetime(bad), None, "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC{0,30}", near in "[0-9€é/ :.T-]{0,24}") {
+            let _ = parse_datetime(&s);
+            let _ = parse_datetime(&near);
+            let _ = parse_date(&near);
+            let _ = parse_time_of_day(&near);
         }
     }
 }

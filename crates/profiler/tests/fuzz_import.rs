@@ -44,7 +44,7 @@ fn damage() -> impl Strategy<Value = Damage> {
         any::<usize>().prop_map(Damage::Cut),
         any::<usize>().prop_map(Damage::DropLine),
         (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Damage::SwapLines(a, b)),
-        (any::<usize>(), any::<usize>(), "[-0-9a-zA-Z.\\[\\]{}\",=#%/: ]{0,8}")
+        (any::<usize>(), any::<usize>(), "[-0-9a-zA-Z€.\\[\\]{}\",=#%/: ]{0,8}")
             .prop_map(|(l, f, s)| Damage::Junk(l, f, s)),
     ]
 }
@@ -88,7 +88,7 @@ proptest! {
     }
 
     #[test]
-    fn never_panics_on_line_noise(lines in proptest::collection::vec("[-0-9a-zA-Z_.\\[\\]{}\",=#%/: ]{0,40}", 0..12), f in 0usize..3) {
+    fn never_panics_on_line_noise(lines in proptest::collection::vec("[-0-9a-zA-Z€_.\\[\\]{}\",=#%/: ]{0,40}", 0..12), f in 0usize..3) {
         check(&lines.join("\n"), FORMATS[f], &opts(Some(0), None))?;
     }
 

@@ -80,6 +80,13 @@ fn nvidia_smi_nounits_across_midnight_and_noheader_with_columns() {
     };
     let n = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &cols).unwrap();
     assert_eq!(n.profile.samples, i.profile.samples);
+    let e = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &ImportOptions { gpu: Some(0), ..cols.clone() })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 1") && e.contains("does not match --columns"), "{e}");
+    let changed = "timestamp, utilization.gpu [%], memory.used [MiB]\n2026/11/25 21:50:00.000, 1 %, 1 MiB\ntimestamp, memory.used [MiB], utilization.gpu [%]\n";
+    let e = import_str(changed, None, ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("header changes"), "{e}");
     let bad = ImportOptions { columns: Some(vec!["timestamp".into(), "index".into()]), ..opts() };
     let e = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &bad).unwrap_err().to_string();
     assert!(e.contains("--columns") && e.contains("utilization.gpu"), "{e}");

@@ -126,9 +126,9 @@ impl PolicyNet {
     }
 
     /// Mean over rows of `-log pi(a|s) * advantage`, the REINFORCE loss, for a batch.
-    pub fn pg_loss(&self, obs: &[f32], mask: &[bool], actions: &[u32], adv: &[f32]) -> Result<Tensor, RlError> {
+    pub fn pg_loss(&self, obs: Vec<f32>, mask: &[bool], actions: &[u32], adv: &[f32]) -> Result<Tensor, RlError> {
         let rows = actions.len();
-        let x = Tensor::from_slice(obs, (rows, self.obs_len), &Device::Cpu)?;
+        let x = Tensor::from_vec(obs, (rows, self.obs_len), &Device::Cpu)?;
         let bias: Vec<f32> = mask.iter().map(|&m| if m { 0.0 } else { MASKED_LOGIT }).collect();
         let bias = Tensor::from_vec(bias, (rows, self.n_actions), &Device::Cpu)?;
         let logp = candle_nn::ops::log_softmax(&(self.logits(&x)? + bias)?, D::Minus1)?;

@@ -227,11 +227,14 @@ pub fn advantages(episodes: &[Episode], gamma: f64) -> Vec<Vec<f64>> {
 /// The gradient of the REINFORCE loss over all steps of `episodes` (one per variable).
 fn gradients(net: &PolicyNet, episodes: &[Episode], gamma: f64) -> Result<Vec<Tensor>, RlError> {
     let adv = advantages(episodes, gamma);
-    let obs: Vec<f32> = episodes.iter().flat_map(|e| e.obs.iter().copied()).collect();
+    let mut obs: Vec<f32> = Vec::with_capacity(episodes.iter().map(|e| e.obs.len()).sum());
+    for e in episodes {
+        obs.extend_from_slice(&e.obs);
+    }
     let mask: Vec<bool> = episodes.iter().flat_map(|e| e.mask.iter().copied()).collect();
     let actions: Vec<u32> = episodes.iter().flat_map(|e| e.actions.iter().copied()).collect();
     let adv: Vec<f32> = adv.iter().flatten().map(|&v| v as f32).collect();
-    let loss = net.pg_loss(&obs, &mask, &actions, &adv)?;
+    let loss = net.pg_loss(obs, &mask, &actions, &adv)?;
     let store = loss.backward()?;
     net.vars()
         .iter()

@@ -65,7 +65,8 @@ fn main() {
         }
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let (_tmp, _service);
+    // Kept alive to the end: dropping the Service stops its placement loop.
+    let mut keep: Option<(tempfile::TempDir, Service)> = None;
     let url = match &o.url {
         Some(u) => u.clone(),
         None => {
@@ -76,11 +77,10 @@ fn main() {
                 Arc::from(dqngpu_policy::by_name("tetris", o.seed).expect("policy"));
             let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
             let addr = listener.local_addr().expect("addr");
-            let router =
-                rt.block_on(async { Service::start(cfg, policy, None).map(|s| s.router(&HttpConfig::default())) });
-            let router = router.expect("service");
+            let service = rt.block_on(async { Service::start(cfg, policy, None) }).expect("service");
+            let router = service.router(&HttpConfig::default());
             rt.spawn(async move { axum::serve(listener, router).await });
-            _tmp = tmp;
+            keep = Some((tmp, service));
             format!("http://{addr}")
         }
     };
@@ -136,4 +136,5 @@ fn main() {
         }
         None => println!("decisions: {decisions}, no decision histogram found"),
     }
+    drop(keep);
 }

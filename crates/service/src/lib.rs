@@ -66,6 +66,8 @@ pub struct ServiceConfig {
     pub queue_window: usize,
     /// How often an adopted supervisor is checked.
     pub adopt_poll: Duration,
+    /// Least time between two placement passes: a burst of submissions is placed together.
+    pub min_pass_interval: Duration,
 }
 
 impl ServiceConfig {
@@ -81,6 +83,7 @@ impl ServiceConfig {
             mps_thread_pct: None,
             queue_window: 256,
             adopt_poll: Duration::from_millis(200),
+            min_pass_interval: Duration::from_millis(5),
         }
     }
 }

@@ -188,6 +188,8 @@ impl Placer {
                 },
                 _ = tick.tick() => self.sample(),
             }
+            // Let a burst of submissions and completions gather, then place them together.
+            tokio::time::sleep(core.cfg.min_pass_interval).await;
             while let Ok(m) = self.rx.try_recv() {
                 self.handle(m);
             }

@@ -114,9 +114,12 @@ pub struct AttemptEnd {
     pub avoid: Vec<String>,
 }
 
-/// The database. One connection behind a mutex: statements are short and never span an await.
+/// The database: a writer connection and a reader connection, each behind a mutex.
+/// Statements are short and never span an await; with WAL, reads (the placement loop's
+/// queue scans, GETs) never wait for writes (submissions) and the other way round.
 pub struct Store {
     conn: Mutex<Connection>,
+    reader: Mutex<Connection>,
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<String> {
@@ -182,11 +185,17 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
-        Ok(Store { conn: Mutex::new(conn) })
+        let reader = Connection::open(path)?;
+        reader.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(Store { conn: Mutex::new(conn), reader: Mutex::new(reader) })
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Connection>> {
         self.conn.lock().map_err(|_| ServiceError::Poisoned)
+    }
+
+    fn read(&self) -> Result<MutexGuard<'_, Connection>> {
+        self.reader.lock().map_err(|_| ServiceError::Poisoned)
     }
 
     /// Inserts a job; with an idempotency key already used, returns that job instead.
@@ -219,7 +228,7 @@ impl Store {
 
     /// One job.
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         Ok(conn
             .query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"), [id as i64], job_from_row)
             .optional()?)
@@ -227,7 +236,7 @@ impl Store {
 
     /// Jobs, oldest first, optionally of one state; at most `limit`, from id `after` on.
     pub fn jobs(&self, state: Option<JobState>, after: JobId, limit: usize) -> Result<Vec<JobRecord>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let lim = limit.min(i64::MAX as usize) as i64;
         let rows = match state {
             Some(s) => {
@@ -250,7 +259,7 @@ impl Store {
 
     /// Number of jobs in each state.
     pub fn count_by_state(&self) -> Result<BTreeMap<JobState, u64>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let mut st = conn.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")?;
         let mut out: BTreeMap<JobState, u64> = JobState::ALL.iter().map(|s| (*s, 0)).collect();
         for row in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
@@ -361,7 +370,7 @@ impl Store {
 
     /// Attempts still marked running (after a restart: the ones to re-adopt or re-queue).
     pub fn running_attempts(&self) -> Result<Vec<AttemptRecord>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let mut st = conn.prepare_cached(&format!(
             "SELECT {ATTEMPT_COLS} FROM attempts WHERE state = 'running' ORDER BY job_id, n"
         ))?;
@@ -371,7 +380,7 @@ impl Store {
 
     /// Every attempt of a job, in order.
     pub fn attempts(&self, job: JobId) -> Result<Vec<AttemptRecord>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let mut st =
             conn.prepare_cached(&format!("SELECT {ATTEMPT_COLS} FROM attempts WHERE job_id = ?1 ORDER BY n"))?;
         let v = st.query_map([job as i64], attempt_from_row)?.collect::<Result<_, _>>()?;
@@ -411,7 +420,7 @@ impl Store {
 
     /// True when a cancel was asked for.
     pub fn cancel_requested(&self, job: JobId) -> Result<bool> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let v: Option<i64> =
             conn.query_row("SELECT cancel_requested FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0)).optional()?;
         Ok(v.unwrap_or(0) != 0)
@@ -431,7 +440,7 @@ impl Store {
 
     /// Every stored profile with its source (`api` or `observed`).
     pub fn profiles(&self) -> Result<Vec<(AppProfile, String)>> {
-        let conn = self.lock()?;
+        let conn = self.read()?;
         let mut st = conn.prepare("SELECT profile, source FROM profiles ORDER BY app")?;
         let v = st
             .query_map([], |r| Ok((from_json::<AppProfile>(&r.get::<_, String>(0)?)?, r.get::<_, String>(1)?)))?

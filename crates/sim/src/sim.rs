@@ -33,6 +33,21 @@ use crate::metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuck
 /// returns less (or NaN) is clamped to this so time always advances.
 pub const MIN_RATE: f64 = 1e-3;
 
+/// What makes a decision tick ask the policy while jobs wait (beside arrivals, finishes and
+/// OOM kills, which always do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TickTrigger {
+    /// A running job passed its remaining peak in some resource since the last decision: the
+    /// rest of its profile needs less than what a peak-based policy reserved for it. Peak-based
+    /// heuristics can only decide differently after such a drop (or an event).
+    #[default]
+    PeakDrop,
+    /// A running job's current demand dropped in some resource since the last decision.
+    DemandDrop,
+    /// Every tick while jobs wait.
+    Always,
+}
+
 /// How the simulator steps and when it asks for decisions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -43,6 +58,8 @@ pub struct SimConfig {
     /// when nothing arrived, finished or was killed: demands change over a job's life, so a
     /// packing policy may find room. Default 10 s.
     pub decision_tick_s: f64,
+    /// What counts as capacity freed for the decision tick.
+    pub tick_trigger: TickTrigger,
     /// Record the event log into [`SimResult::events`].
     pub record_events: bool,
     /// A job killed out of memory more than this many times stops the simulation with
@@ -52,7 +69,13 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { step_s: 1.0, decision_tick_s: 10.0, record_events: false, max_restarts: 100 }
+        SimConfig {
+            step_s: 1.0,
+            decision_tick_s: 10.0,
+            tick_trigger: TickTrigger::PeakDrop,
+            record_events: false,
+            max_restarts: 100,
+        }
     }
 }
 
@@ -62,6 +85,8 @@ struct JobState {
     id: JobId,
     app: String,
     profile: Arc<AppProfile>,
+    /// `suffix_peak[i]`: component-wise max of samples `i..` (the remaining peak).
+    suffix_peak: Arc<[Resources]>,
     submit_s: f64,
     first_start_s: Option<f64>,
     last_start_s: Option<f64>,
@@ -168,14 +193,17 @@ impl Simulator {
         let max_mem = cluster.max_gpu_memory_mib();
         let mut jobs = Vec::with_capacity(jobset.jobs.len());
         let mut index_of = HashMap::with_capacity(jobset.jobs.len());
+        let mut peaks: HashMap<&str, Arc<[Resources]>> = HashMap::new();
         for spec in &jobset.jobs {
             let profile = library.get(&spec.app)?.clone();
             profile.check_fits_memory(max_mem)?;
+            let suffix_peak = peaks.entry(spec.app.as_str()).or_insert_with(|| suffix_max(&profile.samples)).clone();
             index_of.insert(spec.id, jobs.len());
             jobs.push(JobState {
                 id: spec.id,
                 app: spec.app.clone(),
                 profile,
+                suffix_peak,
                 submit_s: spec.submit_s,
                 first_start_s: None,
                 last_start_s: None,
@@ -237,11 +265,12 @@ impl Simulator {
     }
 
     /// True when jobs wait and, since the last decision, a job arrived, finished or was
-    /// killed out of memory, or a running job's demand dropped (capacity freed) and the
-    /// decision tick has come round.
+    /// killed out of memory, or the decision tick has come round after capacity was freed
+    /// (see [`TickTrigger`]; with [`TickTrigger::Always`], every tick).
     pub fn needs_decision(&self) -> bool {
-        !self.queue.is_empty()
-            && (self.decision_pending || (self.capacity_freed && self.now_s >= self.next_tick_s - 1e-9))
+        let tick = self.now_s >= self.next_tick_s - 1e-9
+            && (self.capacity_freed || self.config.tick_trigger == TickTrigger::Always);
+        !self.queue.is_empty() && (self.decision_pending || tick)
     }
 
     /// The snapshot a policy decides on. It borrows the simulator's own state (no copy).
@@ -336,7 +365,7 @@ impl Simulator {
     /// The rates of GPU `g`'s jobs for this step, into its book; returns the time until the
     /// first of them finishes at those rates.
     fn compute_rates(&mut self, g: usize) -> f64 {
-        const INLINE: usize = 16;
+        const INLINE: usize = 8;
         let gpu = &self.gpus[g];
         let book = &mut self.books[g];
         let jobs = &self.jobs;
@@ -364,10 +393,8 @@ impl Simulator {
         }
         let mut first_finish = f64::INFINITY;
         for (r, rj) in book.rates.iter_mut().zip(&gpu.running) {
-            if !(*r >= MIN_RATE) {
-                *r = MIN_RATE;
-            }
-            *r = r.min(1.0);
+            // NaN or below the floor: the floor (so time always advances); above 1: 1.
+            *r = if r.is_nan() { MIN_RATE } else { r.clamp(MIN_RATE, 1.0) };
             first_finish = first_finish.min(rj.remaining_s() / *r);
         }
         first_finish
@@ -408,11 +435,12 @@ impl Simulator {
                         js.grew = new.gpu_mem_mib > d.gpu_mem_mib;
                         any_grew |= js.grew;
                         mem_changed |= new.gpu_mem_mib != d.gpu_mem_mib;
-                        self.capacity_freed |= new.gpu_util_pct < d.gpu_util_pct
-                            || new.gpu_mem_mib < d.gpu_mem_mib
-                            || new.sm_pct < d.sm_pct
-                            || new.pcie_mbps < d.pcie_mbps;
                     }
+                    self.capacity_freed |= match self.config.tick_trigger {
+                        TickTrigger::PeakDrop => any_lower(&js.suffix_peak[s], &js.suffix_peak[js.sample]),
+                        TickTrigger::DemandDrop => any_lower(&new, &d),
+                        TickTrigger::Always => true,
+                    };
                     js.sample = s;
                 }
             }
@@ -700,6 +728,20 @@ impl Simulator {
             events: self.events,
         }
     }
+}
+
+/// `out[i]` = component-wise max of `samples[i..]`.
+fn suffix_max(samples: &[Resources]) -> Arc<[Resources]> {
+    let mut out = samples.to_vec();
+    for i in (0..out.len().saturating_sub(1)).rev() {
+        out[i] = out[i].max(&out[i + 1]);
+    }
+    out.into()
+}
+
+/// True when `a` is below `b` in some resource.
+fn any_lower(a: &Resources, b: &Resources) -> bool {
+    a.gpu_util_pct < b.gpu_util_pct || a.gpu_mem_mib < b.gpu_mem_mib || a.sm_pct < b.sm_pct || a.pcie_mbps < b.pcie_mbps
 }
 
 /// Runs `policy` over `jobset` on `cluster` to the end: the stepping loop of the module docs.

@@ -464,7 +464,8 @@ fn check_memory_from_log(
 ) -> Result<usize, String> {
     macro_rules! ensure {
         ($cond:expr, $($msg:tt)+) => {
-            if !$cond {
+            let ok: bool = $cond;
+            if !ok {
                 return Err(format!($($msg)+));
             }
         };

@@ -54,11 +54,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for s in &res.skipped {
         eprintln!("skipped {}: {}", s.scheduler, s.reason);
     }
-    println!("{:<10} {:<12} {:>12} {:>10} {:>9} {:>9}", "workload", "scheduler", "makespan_s", "ci95_s", "gpu_%", "mem_%");
+    println!(
+        "{:<10} {:<12} {:>12} {:>10} {:>9} {:>9}",
+        "workload", "scheduler", "makespan_s", "ci95_s", "gpu_%", "mem_%"
+    );
     for r in &res.summary {
         println!(
             "{:<10} {:<12} {:>12.1} {:>10.1} {:>9.2} {:>9.2}",
-            r.workload, r.scheduler, r.makespan_s_mean, r.makespan_s_ci95, r.avg_gpu_util_pct_mean, r.avg_gpu_mem_util_pct_mean
+            r.workload,
+            r.scheduler,
+            r.makespan_s_mean,
+            r.makespan_s_ci95,
+            r.avg_gpu_util_pct_mean,
+            r.avg_gpu_mem_util_pct_mean
         );
     }
     println!("report: {}", args.out.join("report.html").display());

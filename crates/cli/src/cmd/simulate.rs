@@ -68,7 +68,8 @@ pub struct Args {
 pub struct Report {
     /// The workload class, or the job file.
     pub workload: String,
-    /// The seed the workload was drawn with (and the `random` scheduler's seed).
+    /// The seed the workload was drawn with (a job file's recorded seed, else `--seed`, which
+    /// also seeds the `random` scheduler).
     pub seed: u64,
     /// App library.
     pub library: String,
@@ -171,7 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         reports.push(Report {
             workload: workload.clone(),
-            seed: args.seed,
+            seed: set.seed.unwrap_or(args.seed),
             library: lib.name.clone(),
             gpus: cluster.gpus().len(),
             result,

@@ -295,7 +295,8 @@ mod tests {
     #[test]
     fn shared_data_library_has_66_configs() {
         // Runs against the real shared data when this checkout sits beside it.
-        let Ok(dir) = locate_data_dir() else { return };
+        // The shared data sits beside every checkout (and CI's); a missing copy is a failure, not a skip.
+        let dir = locate_data_dir().expect("../shared/data must be present for this test");
         let lib = library(Some(&dir.join(SOLO_FILE))).unwrap();
         assert_eq!(lib.apps.len(), 66);
         let all = &lib.classes[&crate::job::WorkloadClass::Random];

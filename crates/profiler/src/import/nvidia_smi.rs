@@ -116,6 +116,14 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             let names: Vec<String> = l.split(',').map(field_name).collect();
             match &cols {
                 Some(c) if c.names == names => continue,
+                Some(_) if opts.columns.is_some() && parsed.observations.is_empty() => {
+                    return Err(invalid(
+                        path,
+                        line,
+                        None,
+                        "this header does not match --columns; drop --columns for a log with a header",
+                    ))
+                }
                 Some(_) => {
                     return Err(invalid(
                         path,
