@@ -21,9 +21,12 @@ fn colour_index(res: &ExperimentResults, scheduler: &str) -> usize {
     res.config.schedulers.names.iter().position(|n| n == scheduler).unwrap_or(0)
 }
 
-/// (iteration, mean of the finite makespans of the last `window` iterations).
+/// (iteration, mean of the finite makespans of the last `window` iterations), from the
+/// first iteration with a full window.
 fn rolling_mean(curve: &[crate::results::CurvePoint], window: usize) -> Vec<(f64, f64)> {
-    (0..curve.len())
+    // Start once a full window is in, so early points are not averages of fewer iterations.
+    let first = if curve.len() >= window { window - 1 } else { 0 };
+    (first..curve.len())
         .filter_map(|i| {
             let vals: Vec<f64> =
                 curve[i.saturating_sub(window - 1)..=i].iter().filter_map(|p| p.mean_makespan_s).collect();

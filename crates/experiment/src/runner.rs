@@ -64,6 +64,16 @@ struct Task {
     timeline: bool,
 }
 
+/// A model's rate as the simulator applies it: NaN or below [`MIN_RATE`] becomes `MIN_RATE`,
+/// above 1 becomes 1.
+fn sim_rate(r: f64) -> f64 {
+    if r >= MIN_RATE {
+        r.min(1.0)
+    } else {
+        MIN_RATE
+    }
+}
+
 /// Cluster-average GPU utilisation and memory (%) now: what the next step will use. The
 /// rates come from the same interference model on the same demands the simulator uses.
 fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f64) {
@@ -78,7 +88,7 @@ fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f
         if !loads.is_empty() {
             interference.rates(&g.spec, &loads, &mut rates);
         }
-        let u: f64 = loads.iter().zip(&rates).map(|(l, r)| l.demand.gpu_util_pct * r.clamp(MIN_RATE, 1.0)).sum();
+        let u: f64 = loads.iter().zip(&rates).map(|(l, &r)| l.demand.gpu_util_pct * sim_rate(r)).sum();
         let m: f64 = loads.iter().map(|l| l.demand.gpu_mem_mib).sum();
         util += u.min(100.0);
         mem += 100.0 * m / g.spec.memory_mib;
@@ -238,6 +248,14 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_are_clamped_like_the_simulator() {
+        assert_eq!(sim_rate(f64::NAN), MIN_RATE);
+        assert_eq!(sim_rate(0.0), MIN_RATE);
+        assert_eq!(sim_rate(2.0), 1.0);
+        assert_eq!(sim_rate(0.5), 0.5);
+    }
 
     #[test]
     fn thinning_keeps_ends_and_bounds_size() {

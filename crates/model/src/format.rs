@@ -124,6 +124,7 @@ pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppPro
         recorded_on: None,
         samples,
         source: Some(loc(path, first_line, None)),
+        peaks: Default::default(),
     };
     p.validate()?;
     Ok(p)
@@ -158,7 +159,14 @@ pub fn to_csv(p: &AppProfile) -> String {
     let mut out = String::from("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n");
     for (i, s) in p.samples.iter().enumerate() {
         let t = i as f64 * p.interval_s;
-        out.push_str(&format!("{},{},{},{},{}\n", fmt_num(t), fmt_num(s.gpu_util_pct), fmt_num(s.gpu_mem_mib), fmt_num(s.sm_pct), fmt_num(s.pcie_mbps)));
+        out.push_str(&format!(
+            "{},{},{},{},{}\n",
+            fmt_num(t),
+            fmt_num(s.gpu_util_pct),
+            fmt_num(s.gpu_mem_mib),
+            fmt_num(s.sm_pct),
+            fmt_num(s.pcie_mbps)
+        ));
     }
     out
 }
@@ -205,7 +213,10 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
                 serde_json::from_str::<ProfileMeta>(&t).map_err(|e| {
-                    ModelError::invalid(loc(Some(&meta_path), Some(e.line() as u64), None), format!("invalid sidecar JSON: {e}"))
+                    ModelError::invalid(
+                        loc(Some(&meta_path), Some(e.line() as u64), None),
+                        format!("invalid sidecar JSON: {e}"),
+                    )
                 })?
             } else {
                 ProfileMeta { app: AppInfo { name: stem, ..Default::default() }, recorded_on: None }
@@ -263,12 +274,24 @@ mod tests {
     fn csv_errors_name_line_and_field() {
         let cases = [
             ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct\n0,1,2,3\n", "pcie_mbps", "missing column"),
-            ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,abc,3,4\n", "line 2, field `gpu_mem_mib`", "not a number"),
-            ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,2,3,4\n1,NaN,2,3,4\n", "line 3, field `gpu_util_pct`", "finite"),
+            (
+                "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,abc,3,4\n",
+                "line 2, field `gpu_mem_mib`",
+                "not a number",
+            ),
+            (
+                "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,2,3,4\n1,NaN,2,3,4\n",
+                "line 3, field `gpu_util_pct`",
+                "finite",
+            ),
             ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,2,-3,4\n", "line 2, field `sm_pct`", "negative"),
             ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n", "line 2", "no data rows"),
             ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,101,2,3,4\n", "gpu_util_pct", "above 100"),
-            ("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,2,3,4\n2,1,2,3,4\n3,1,2,3,4\n", "line 4, field `t_s`", "evenly"),
+            (
+                "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,1,2,3,4\n2,1,2,3,4\n3,1,2,3,4\n",
+                "line 4, field `t_s`",
+                "evenly",
+            ),
         ];
         for (text, want_at, want_msg) in cases {
             let e = parse_csv(text, Some(Path::new("p.csv")), info()).unwrap_err().to_string();

@@ -61,11 +61,9 @@ impl GpuState {
 
     /// Sum of the running jobs' peak demands over the rest of their profiles (conservative).
     pub fn remaining_peak_sum(&self) -> Resources {
-        self.running.iter().fold(Resources::ZERO, |acc, j| {
-            let from = j.profile.sample_index(j.progress_s);
-            let peak = j.profile.samples[from..].iter().fold(Resources::ZERO, |m, s| m.max(s));
-            acc.add(&peak)
-        })
+        self.running
+            .iter()
+            .fold(Resources::ZERO, |acc, j| acc.add(&j.profile.peak_from(j.profile.sample_index(j.progress_s))))
     }
 
     /// True when nothing runs on it.

@@ -89,6 +89,23 @@ pub struct AppProfile {
     /// The file and first data line this profile was read from (for error messages).
     #[serde(skip)]
     pub source: Option<Location>,
+    /// Peak from each sample to the end, built on first use (policies ask for it at every decision).
+    #[serde(skip)]
+    pub peaks: SuffixPeaks,
+}
+
+/// A lazily built table: entry `i` is the component-wise peak of samples `i..`.
+///
+/// It is computed from `samples` the first time it is read, so a profile's samples must not
+/// change after that (profiles are shared behind `Arc` and never mutated in place).
+#[derive(Debug, Clone, Default)]
+pub struct SuffixPeaks(std::sync::OnceLock<std::sync::Arc<[Resources]>>);
+
+impl PartialEq for SuffixPeaks {
+    /// A cache never makes two profiles differ.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Mean, peak and duration, derived from the samples (never stored twice).
@@ -105,7 +122,7 @@ pub struct ProfileSummary {
 impl AppProfile {
     /// Builds and validates a profile.
     pub fn new(app: AppInfo, interval_s: f64, samples: Vec<Resources>) -> Result<Self> {
-        let p = AppProfile { app, interval_s, recorded_on: None, samples, source: None };
+        let p = AppProfile { app, interval_s, recorded_on: None, samples, source: None, peaks: SuffixPeaks::default() };
         p.validate()?;
         Ok(p)
     }
@@ -130,14 +147,24 @@ impl AppProfile {
 
     /// Mean, peak and duration.
     pub fn summary(&self) -> ProfileSummary {
-        let mut sum = Resources::ZERO;
-        let mut peak = Resources::ZERO;
-        for s in &self.samples {
-            sum = sum.add(s);
-            peak = peak.max(s);
-        }
+        let sum = self.samples.iter().fold(Resources::ZERO, |acc, s| acc.add(s));
         let n = self.samples.len().max(1) as f64;
-        ProfileSummary { solo_s: self.solo_s(), mean: sum.scale(1.0 / n), peak }
+        ProfileSummary { solo_s: self.solo_s(), mean: sum.scale(1.0 / n), peak: self.peak_from(0) }
+    }
+
+    /// Component-wise peak of samples `i..` (zero past the end); O(1) after the first call.
+    #[inline]
+    pub fn peak_from(&self, i: usize) -> Resources {
+        let table = self.peaks.0.get_or_init(|| {
+            let mut out = vec![Resources::ZERO; self.samples.len()];
+            let mut running = Resources::ZERO;
+            for (k, s) in self.samples.iter().enumerate().rev() {
+                running = running.max(s);
+                out[k] = running;
+            }
+            out.into()
+        });
+        table.get(i).copied().unwrap_or(Resources::ZERO)
     }
 
     /// Peak memory, MiB, and the index of the first sample at that peak.
@@ -218,6 +245,26 @@ impl AppProfile {
 
     /// A profile with every sample replaced by a constant vector (DeepRM Max / Mean inputs).
     pub fn constant(&self, demand: Resources) -> AppProfile {
-        AppProfile { samples: vec![demand; self.samples.len()], ..self.clone() }
+        AppProfile { samples: vec![demand; self.samples.len()], peaks: SuffixPeaks::default(), ..self.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_from_is_the_suffix_maximum() {
+        let s = |u, m| Resources::new(u, m, 0.0, 0.0);
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let p = AppProfile::new(info, 1.0, vec![s(10.0, 500.0), s(90.0, 100.0), s(20.0, 300.0)]).unwrap();
+        assert_eq!(p.peak_from(0), s(90.0, 500.0));
+        assert_eq!(p.peak_from(1), s(90.0, 300.0));
+        assert_eq!(p.peak_from(2), s(20.0, 300.0));
+        assert_eq!(p.peak_from(3), Resources::ZERO);
+        assert_eq!(p.summary().peak, p.peak_from(0));
+        // A constant copy gets its own table, not the original's.
+        let c = p.constant(s(1.0, 1.0));
+        assert_eq!(c.peak_from(0), s(1.0, 1.0));
     }
 }

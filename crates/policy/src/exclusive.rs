@@ -33,6 +33,10 @@ impl Policy for Exclusive {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        // Nothing to do (and nothing to sort) unless a GPU is idle.
+        if view.queue.is_empty() || !view.gpus.iter().any(|g| g.is_idle()) {
+            return Vec::new();
+        }
         let mut waiting: Vec<&QueuedJob> = view.queue.iter().collect();
         if self.order == Order::ShortestFirst {
             waiting.sort_by(|a, b| {
@@ -50,8 +54,8 @@ impl Policy for Exclusive {
                 continue;
             }
             // The first job not yet placed whose peak memory fits this GPU (clusters may mix models).
-            let pick =
-                (0..waiting.len()).find(|&i| !taken[i] && waiting[i].profile.peak_mem().0 <= gpu.spec.memory_mib);
+            let pick = (0..waiting.len())
+                .find(|&i| !taken[i] && waiting[i].profile.peak_from(0).gpu_mem_mib <= gpu.spec.memory_mib);
             if let Some(i) = pick {
                 taken[i] = true;
                 out.push(Placement { gpu: g, jobs: vec![waiting[i].id] });

@@ -9,7 +9,7 @@ use dqngpu_model::{GpuState, QueuedJob, Resources};
 
 /// The job's peak demand over its whole profile (a waiting job starts from the beginning).
 pub fn job_peak(job: &QueuedJob) -> Resources {
-    job.profile.summary().peak
+    job.profile.peak_from(0)
 }
 
 /// Load already committed on the GPU: the sum of its running jobs' remaining peaks.

@@ -91,7 +91,8 @@ pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), R
         });
     }
     net.save(path)?;
-    let text = serde_json::to_string_pretty(meta).map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
+    let text = serde_json::to_string_pretty(meta)
+        .map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
     dqngpu_model::error::write_file_atomic(&meta_file, text.as_bytes())?;
     Ok(())
 }
@@ -100,8 +101,8 @@ pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), R
 pub fn read_meta(path: &Path) -> Result<CheckpointMeta, RlError> {
     let meta_file = meta_path(path);
     let text = std::fs::read_to_string(&meta_file).map_err(|source| RlError::Io { path: meta_file.clone(), source })?;
-    let meta: CheckpointMeta =
-        serde_json::from_str(&text).map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
+    let meta: CheckpointMeta = serde_json::from_str(&text)
+        .map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
     if meta.format != FORMAT_VERSION {
         return Err(RlError::BadCheckpoint {
             path: meta_file,
@@ -131,6 +132,7 @@ pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(Po
             });
         }
     }
-    let net = PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;
+    let net =
+        PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;
     Ok((net, meta))
 }

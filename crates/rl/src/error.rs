@@ -35,7 +35,9 @@ pub enum RlError {
         message: String,
     },
     /// An RL agent was asked for without a model file.
-    #[error("agent `{agent}` needs a trained model: pass --model FILE (train one with `dqngpu train --agent {agent}`)")]
+    #[error(
+        "agent `{agent}` needs a trained model: pass --model FILE (train one with `dqngpu train --agent {agent}`)"
+    )]
     ModelRequired {
         /// The agent name.
         agent: String,

@@ -46,7 +46,9 @@ pub fn policy_by_name(name: &str, model: Option<&Path>, seed: u64) -> Result<Box
         return Ok(Box::new(gpu::RlPolicy::load(path, agent)?));
     }
     dqngpu_policy::by_name(name, seed).map_err(|e| match e {
-        ModelError::UnknownName { what, name, .. } => RlError::Model(ModelError::UnknownName { what, name, valid: names() }),
+        ModelError::UnknownName { what, name, .. } => {
+            RlError::Model(ModelError::UnknownName { what, name, valid: names() })
+        }
         other => RlError::Model(other),
     })
 }

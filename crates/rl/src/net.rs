@@ -55,8 +55,11 @@ impl PolicyNet {
         if obs_len == 0 || n_actions == 0 || hidden.contains(&0) {
             return Err(RlError::Config { field: "network", message: "layer sizes must be positive".into() });
         }
-        if head == Head::PerAction && obs_len % n_actions != 0 {
-            return Err(RlError::Config { field: "network", message: "observation is not one block per action".into() });
+        if head == Head::PerAction && !obs_len.is_multiple_of(n_actions) {
+            return Err(RlError::Config {
+                field: "network",
+                message: "observation is not one block per action".into(),
+            });
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let sizes = layer_sizes(obs_len, hidden, n_actions, head);
@@ -289,7 +292,9 @@ impl Opt {
                     (m_hat / (v_hat.sqrt()? + 1e-8)?)?
                 }
             };
-            v.set(&(v.as_tensor() - (update * self.lr)?)?)?;
+            v.set(&(v.as_tensor().detach() - (update * self.lr)?)?)?;
+            self.first[i] = self.first[i].detach();
+            self.second[i] = self.second[i].detach();
         }
         Ok(())
     }

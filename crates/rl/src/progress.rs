@@ -18,8 +18,10 @@ impl TrainProgress {
     /// Hidden when `visible` is false (tests, `--quiet`, non-terminals).
     pub fn new(iterations: usize, score_name: &'static str, visible: bool) -> Self {
         let bar = if visible { ProgressBar::new(iterations as u64) } else { ProgressBar::hidden() };
-        let style = ProgressStyle::with_template("{bar:30} iter {pos}/{len} {msg} [{elapsed_precise} elapsed, {eta_precise} left]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style = ProgressStyle::with_template(
+            "{bar:30} iter {pos}/{len} {msg} [{elapsed_precise} elapsed, {eta_precise} left]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         TrainProgress { bar, score_name }
     }

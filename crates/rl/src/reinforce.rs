@@ -238,8 +238,10 @@ fn gradients(net: &PolicyNet, episodes: &[Episode], gamma: f64) -> Result<Vec<Te
     let store = loss.backward()?;
     net.vars()
         .iter()
+        // Detached: a gradient built from the variables would otherwise keep this whole
+        // forward/backward graph (observations included) alive in the optimiser's state.
         .map(|v| match store.get(v.as_tensor()) {
-            Some(g) => Ok(g.clone()),
+            Some(g) => Ok(g.detach()),
             None => Ok(v.as_tensor().zeros_like()?),
         })
         .collect()

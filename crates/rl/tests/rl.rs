@@ -90,7 +90,8 @@ impl Task for BanditTask {
 fn reinforce_learns_a_trivial_bandit() {
     for optimizer in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {
         let net = PolicyNet::new(2, &[8], 2, Head::Joint, 3).unwrap();
-        let cfg = TrainConfig { iterations: 60, episodes: 16, lr: 0.02, optimizer, hidden: vec![8], ..Default::default() };
+        let cfg =
+            TrainConfig { iterations: 60, episodes: 16, lr: 0.02, optimizer, hidden: vec![8], ..Default::default() };
         let curve = reinforce::train(&BanditTask, &net, &cfg, &mut |_, _| true).unwrap();
         let first = curve[0].mean_return;
         let last = curve.last().unwrap().mean_return;
@@ -105,7 +106,10 @@ fn training_stops_when_asked() {
     let curve = reinforce::train(&BanditTask, &net, &cfg, &mut |s, _| s.iteration < 3).unwrap();
     assert_eq!(curve.len(), 3);
     let bad = TrainConfig { lr: -1.0, ..cfg };
-    assert!(matches!(reinforce::train(&BanditTask, &net, &bad, &mut |_, _| true), Err(RlError::Config { field: "lr", .. })));
+    assert!(matches!(
+        reinforce::train(&BanditTask, &net, &bad, &mut |_, _| true),
+        Err(RlError::Config { field: "lr", .. })
+    ));
 }
 
 fn meta(encoding: Encoding, agent: &str) -> CheckpointMeta {
@@ -183,14 +187,19 @@ fn combination_mask_packs_jobs_whose_memory_peaks_do_not_coincide() {
 
 fn small_sets(n: usize, seed: u64) -> Vec<JobSet> {
     let lib = dqngpu_model::library::resolve("thesis").unwrap();
-    (0..n).map(|i| dqngpu_sim::draw(&lib, WorkloadClass::Random, 8, seed + i as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap()).collect()
+    (0..n)
+        .map(|i| {
+            dqngpu_sim::draw(&lib, WorkloadClass::Random, 8, seed + i as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap()
+        })
+        .collect()
 }
 
 fn tiny_train(agent: AgentKind, seed: u64) -> (RlPolicy, Vec<reinforce::IterStats>) {
     let lib = dqngpu_model::library::resolve("thesis").unwrap();
     let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
     let cfg = TrainConfig { iterations: 2, episodes: 2, jobsets_per_iter: 1, seed, ..Default::default() };
-    gpu::train(&GpuEncoding::new(agent), &cluster, &lib, contention(), small_sets(1, 5), &cfg, &mut |_, _| true).unwrap()
+    gpu::train(&GpuEncoding::new(agent), &cluster, &lib, contention(), small_sets(1, 5), &cfg, &mut |_, _| true)
+        .unwrap()
 }
 
 #[test]
@@ -221,7 +230,13 @@ fn same_seed_and_model_file_give_the_same_results() {
 fn agents_place_on_a_cluster_of_4_nodes_by_2_gpus() {
     let lib = dqngpu_model::library::resolve("thesis").unwrap();
     let cluster = ClusterSpec::parse_gpus("4xtitanxp:2").unwrap();
-    let jobs = (0..16).map(|i| JobSpec { id: i, app: ["GROMACS", "vgg16", "alexnet", "LAMMPS"][i as usize % 4].into(), submit_s: 0.0 }).collect();
+    let jobs = (0..16)
+        .map(|i| JobSpec {
+            id: i,
+            app: ["GROMACS", "vgg16", "alexnet", "LAMMPS"][i as usize % 4].into(),
+            submit_s: 0.0,
+        })
+        .collect();
     let set = JobSet::new(jobs);
     for agent in [AgentKind::Dqngpu, AgentKind::DeeprmMean] {
         let enc = GpuEncoding::new(agent);

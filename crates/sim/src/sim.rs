@@ -116,6 +116,8 @@ struct GpuBook {
     slots: Vec<usize>,
     /// Progress rate of each running job in the current step, aligned likewise.
     rates: Vec<f64>,
+    /// Time each running job needs to finish at its rate, computed in pass 1 of a step.
+    t_finish: Vec<f64>,
     /// Integral of min(100, sum util x rate) over time, pct x s.
     util_integral: f64,
     /// Integral of 100 x memory in use / capacity over time, pct x s.
@@ -371,7 +373,7 @@ impl Simulator {
         let jobs = &self.jobs;
         let n = gpu.running.len();
         if book.rates_valid {
-            return book.rates.iter().zip(&gpu.running).fold(f64::INFINITY, |m, (r, rj)| m.min(rj.remaining_s() / r));
+            return finish_times(&book.rates, &gpu.running, &mut book.t_finish);
         }
         book.rates_valid = true;
         book.rates.resize(n, 1.0);
@@ -391,13 +393,11 @@ impl Simulator {
             let loads: Vec<JobLoad<'_>> = (0..n).map(load).collect();
             self.interference.rates(&gpu.spec, &loads, &mut book.rates);
         }
-        let mut first_finish = f64::INFINITY;
-        for (r, rj) in book.rates.iter_mut().zip(&gpu.running) {
+        for r in book.rates.iter_mut() {
             // NaN or below the floor: the floor (so time always advances); above 1: 1.
             *r = if r.is_nan() { MIN_RATE } else { r.clamp(MIN_RATE, 1.0) };
-            first_finish = first_finish.min(rj.remaining_s() / *r);
         }
-        first_finish
+        finish_times(&book.rates, &gpu.running, &mut book.t_finish)
     }
 
     /// Advances GPU `g` by `dt` from `t0`: progress, metrics, finishes, memory growth.
@@ -420,7 +420,7 @@ impl Simulator {
             util += d.gpu_util_pct * rate;
             mem += d.gpu_mem_mib;
             js.grew = false;
-            let t_finish = rj.remaining_s() / rate;
+            let t_finish = book.t_finish[k];
             if t_finish <= dt * (1.0 + 1e-12) + 1e-12 {
                 rj.progress_s = js.profile.solo_s();
                 js.finish_s = Some(t0 + t_finish.min(dt));
@@ -728,6 +728,18 @@ impl Simulator {
             events: self.events,
         }
     }
+}
+
+/// Writes each running job's time to finish at its rate into `out`; returns the smallest.
+fn finish_times(rates: &[f64], running: &[RunningJob], out: &mut Vec<f64>) -> f64 {
+    out.clear();
+    let mut first = f64::INFINITY;
+    for (r, rj) in rates.iter().zip(running) {
+        let t = rj.remaining_s() / r;
+        out.push(t);
+        first = first.min(t);
+    }
+    first
 }
 
 /// `out[i]` = component-wise max of `samples[i..]`.

@@ -8,7 +8,7 @@ use anyhow::Context;
 use dqngpu_interference::Interference;
 use dqngpu_model::error::write_file_atomic;
 use dqngpu_model::{library, AppLibrary, ClusterSpec, JobSet, Policy, WorkloadClass};
-use dqngpu_sim::{draw, SimConfig, SimError, SimResult, DEFAULT_JOBS};
+use dqngpu_sim::{draw, SimConfig, SimError, SimResult, TickTrigger, DEFAULT_JOBS};
 use serde::Serialize;
 
 use super::Format;
@@ -61,6 +61,31 @@ pub struct Args {
     /// While jobs wait, ask the scheduler again at least this often, s.
     #[arg(long, default_value_t = SimConfig::default().decision_tick_s)]
     pub decision_tick_s: f64,
+    /// What makes the decision tick ask: peak-drop (a running job passed its remaining peak),
+    /// demand-drop (a running job's demand dropped) or always.
+    #[arg(long, value_enum, default_value_t = Trigger::PeakDrop)]
+    pub tick_trigger: Trigger,
+}
+
+/// `--tick-trigger` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// A running job passed its remaining peak in some resource.
+    PeakDrop,
+    /// A running job's current demand dropped in some resource.
+    DemandDrop,
+    /// Every tick while jobs wait.
+    Always,
+}
+
+impl From<Trigger> for TickTrigger {
+    fn from(t: Trigger) -> Self {
+        match t {
+            Trigger::PeakDrop => TickTrigger::PeakDrop,
+            Trigger::DemandDrop => TickTrigger::DemandDrop,
+            Trigger::Always => TickTrigger::Always,
+        }
+    }
 }
 
 /// One scheduler's result as `--format json` prints it.
@@ -153,6 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = SimConfig {
         step_s: args.step_s,
         decision_tick_s: args.decision_tick_s,
+        tick_trigger: args.tick_trigger.into(),
         record_events: args.events.is_some(),
         ..SimConfig::default()
     };

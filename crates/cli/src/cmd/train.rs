@@ -104,7 +104,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let library = dqngpu_model::library::resolve(&a.library)?;
     let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
-    let interference: Arc<dyn dqngpu_interference::Interference> = Arc::from(dqngpu_interference::by_name(&a.interference)?);
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name(&a.interference)?);
     let enc = GpuEncoding {
         time_horizon: a.horizon,
         row_s: a.row_s,
@@ -154,7 +155,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         iterations_done: curve.len(),
         train_wall_s: wall,
     };
-    checkpoint::save(&a.output, policy_net(&policy), &meta).with_context(|| format!("saving {}", a.output.display()))?;
+    checkpoint::save(&a.output, policy_net(&policy), &meta)
+        .with_context(|| format!("saving {}", a.output.display()))?;
     if let Some(path) = &a.curve {
         write_curve(path, &curve)?;
     }

@@ -84,7 +84,12 @@ pub enum Scheduler<'a> {
 
 /// Runs `scheduler` on every job set (to completion, DeepRM's `all_done`) and averages over
 /// all jobs, as DeepRM's `slow_down_cdf.py` does. `seed` drives the random baseline.
-pub fn evaluate(p: &DeepRmParams, sets: &[JobSequence], scheduler: Scheduler<'_>, seed: u64) -> Result<EvalResult, RlError> {
+pub fn evaluate(
+    p: &DeepRmParams,
+    sets: &[JobSequence],
+    scheduler: Scheduler<'_>,
+    seed: u64,
+) -> Result<EvalResult, RlError> {
     let per_set: Vec<(usize, f64, f64)> = sets
         .par_iter()
         .enumerate()

@@ -51,7 +51,11 @@ impl<'a> ClassicEnv<'a> {
 
     /// The waiting job in slot `i`.
     pub fn slot(&self, i: usize) -> Option<ClassicJob> {
-        self.slots.get(i).copied().flatten().map(|j| ClassicJob { len: self.jobs[j].len, res: self.jobs[j].res.clone() })
+        self.slots
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|j| ClassicJob { len: self.jobs[j].len, res: self.jobs[j].res.clone() })
     }
 
     /// Free slots of resource `r` at `t` steps from now.
@@ -76,11 +80,8 @@ impl<'a> ClassicEnv<'a> {
 
     /// Per job that finished: (enter, finish, len).
     pub fn finished(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.jobs.iter().filter_map(|j| match j.span {
-            // DeepRM records a job's finish time when it is allocated.
-            Some((_, f)) => Some((j.enter, f, j.len)),
-            None => None,
-        })
+        // DeepRM records a job's finish time when it is allocated.
+        self.jobs.iter().filter_map(|j| j.span.map(|(_, f)| (j.enter, f, j.len)))
     }
 
     /// True when the episode ended.

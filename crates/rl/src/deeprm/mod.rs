@@ -94,7 +94,10 @@ impl DeepRmParams {
             return bad("deeprm", "resources, slots, job slots and simu_len must be positive".into());
         }
         if self.max_job_len >= self.time_horizon || self.max_job_len < 15 {
-            return bad("time_horizon", format!("must exceed max_job_len ({}), which must be at least 15", self.max_job_len));
+            return bad(
+                "time_horizon",
+                format!("must exceed max_job_len ({}), which must be at least 15", self.max_job_len),
+            );
         }
         if self.max_job_size < 10 || self.max_job_size > self.res_slot {
             return bad("max_job_size", "must be within 10..=res_slot".into());
@@ -173,7 +176,13 @@ pub fn train(
 ) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
     params.validate()?;
     let task = ClassicTask { params: params.clone(), sets };
-    let net = crate::net::PolicyNet::new(params.obs_len(), &cfg.hidden, params.num_nw + 1, crate::net::Head::Joint, cfg.seed)?;
+    let net = crate::net::PolicyNet::new(
+        params.obs_len(),
+        &cfg.hidden,
+        params.num_nw + 1,
+        crate::net::Head::Joint,
+        cfg.seed,
+    )?;
     let curve = crate::reinforce::train(&task, &net, cfg, &mut |s, _| {
         on_iter(s);
         true
@@ -190,7 +199,13 @@ pub fn train_until(
 ) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
     params.validate()?;
     let task = ClassicTask { params: params.clone(), sets };
-    let net = crate::net::PolicyNet::new(params.obs_len(), &cfg.hidden, params.num_nw + 1, crate::net::Head::Joint, cfg.seed)?;
+    let net = crate::net::PolicyNet::new(
+        params.obs_len(),
+        &cfg.hidden,
+        params.num_nw + 1,
+        crate::net::Head::Joint,
+        cfg.seed,
+    )?;
     let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
     Ok((net, curve))
 }
@@ -214,6 +229,8 @@ mod tests {
         let jobs: Vec<_> = (0..2000).map(|_| draw_job(&p, &mut rng)).collect();
         let short = jobs.iter().filter(|j| j.len <= 3).count() as f64 / 2000.0;
         assert!((0.75..0.85).contains(&short), "{short}");
-        assert!(jobs.iter().all(|j| (1..=15).contains(&j.len) && j.res.iter().any(|&r| r >= 5) && j.res.iter().all(|&r| r >= 1)));
+        assert!(jobs
+            .iter()
+            .all(|j| (1..=15).contains(&j.len) && j.res.iter().any(|&r| r >= 5) && j.res.iter().all(|&r| r >= 1)));
     }
 }

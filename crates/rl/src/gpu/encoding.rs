@@ -230,7 +230,13 @@ pub struct Candidate {
 impl Candidate {
     /// A candidate from a queued job.
     pub fn new(enc: &GpuEncoding, q: &QueuedJob) -> Self {
-        Candidate { id: q.id, app: q.app.clone(), avoid: q.avoid_apps.clone(), rows: enc.rows(&q.profile, 0.0), profile: q.profile.clone() }
+        Candidate {
+            id: q.id,
+            app: q.app.clone(),
+            avoid: q.avoid_apps.clone(),
+            rows: enc.rows(&q.profile, 0.0),
+            profile: q.profile.clone(),
+        }
     }
 }
 
@@ -311,10 +317,14 @@ pub fn encode(
             continue;
         }
         let conflict = members.iter().any(|c| {
-            c.avoid.iter().any(|app| round.residents.iter().any(|r| &r.app == app) || members.iter().any(|o| &o.app == app))
+            c.avoid
+                .iter()
+                .any(|app| round.residents.iter().any(|r| &r.app == app) || members.iter().any(|o| &o.app == app))
         });
         let fits = match enc.agent {
-            AgentKind::Dqngpu => over[1] == 0 && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9),
+            AgentKind::Dqngpu => {
+                over[1] == 0 && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9)
+            }
             _ => over.iter().all(|&o| o == 0),
         };
         mask[a] = exists && !conflict && fits && !members.is_empty();

@@ -60,7 +60,13 @@ pub struct GpuEnv<'a> {
 
 impl<'a> GpuEnv<'a> {
     fn new(task: &'a GpuTask, index: usize) -> Self {
-        let sim = Simulator::new(&task.cluster, &task.library, &task.sets[index], task.interference.clone(), task.config.clone());
+        let sim = Simulator::new(
+            &task.cluster,
+            &task.library,
+            &task.sets[index],
+            task.interference.clone(),
+            task.config.clone(),
+        );
         let mut env = GpuEnv { enc: &task.encoding, failed: sim.is_err(), sim: sim.ok(), round: None, waited_s: 0.0 };
         env.advance();
         env

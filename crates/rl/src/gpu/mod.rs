@@ -33,11 +33,22 @@ pub fn train_set_seed(seed: u64, i: usize) -> u64 {
 pub const EVAL_SEED_BASE: u64 = 900_000;
 
 /// `count` training job sets: set `i` of class `classes[i % len]`, all jobs at t = 0.
-pub fn training_sets(library: &AppLibrary, classes: &[WorkloadClass], count: usize, seed: u64) -> Result<Vec<JobSet>, RlError> {
+pub fn training_sets(
+    library: &AppLibrary,
+    classes: &[WorkloadClass],
+    count: usize,
+    seed: u64,
+) -> Result<Vec<JobSet>, RlError> {
     (0..count)
         .map(|i| {
             let class = classes[i % classes.len().max(1)];
-            Ok(dqngpu_sim::draw(library, class, JOBS_PER_SET, train_set_seed(seed, i), dqngpu_sim::Arrivals::AllAtZero)?)
+            Ok(dqngpu_sim::draw(
+                library,
+                class,
+                JOBS_PER_SET,
+                train_set_seed(seed, i),
+                dqngpu_sim::Arrivals::AllAtZero,
+            )?)
         })
         .collect()
 }
