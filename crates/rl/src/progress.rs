@@ -34,7 +34,12 @@ impl TrainProgress {
 
     /// Prints a line above the bar.
     pub fn println(&self, line: String) {
-        self.bar.println(line);
+        // A hidden bar drops println; the line still matters (evaluations during training).
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
     }
 
     /// Clears the bar.
