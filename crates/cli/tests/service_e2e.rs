@@ -45,10 +45,11 @@ fn serve(data: &Path, port: u16, scheduler: &str) -> Server {
         .stderr(log)
         .spawn()
         .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
+    // Owned by `Server` at once, so its Drop reaps the child on every path.
+    let server = Server { child, url: format!("http://127.0.0.1:{port}") };
     for _ in 0..500 {
-        if ureq::get(&format!("{url}/healthz")).call().is_ok() {
-            return Server { child, url };
+        if ureq::get(&format!("{}/healthz", server.url)).call().is_ok() {
+            return server;
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -84,8 +84,9 @@ pub struct TrainingConfig {
     pub iterations: u64,
     /// Iterations under `--quick`.
     pub quick_iterations: u64,
-    /// Stop an agent's training after this many seconds of wall time (not under `--quick`,
-    /// whose short runs must replay exactly); the report says when it cut training short.
+    /// Optional: stop an agent's training after this many seconds of wall time (never under
+    /// `--quick`). Off by default, since a cap makes results depend on machine speed; the
+    /// report says when it cut training short.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<f64>,
     /// Training job sets: seeds `first_seed .. first_seed + jobsets`.
@@ -203,7 +204,8 @@ impl Default for TrainingConfig {
             workloads: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(),
             iterations: 60,
             quick_iterations: 2,
-            time_limit_s: Some(120.0),
+            // No wall-clock cap by default: a cap would make results depend on machine speed.
+            time_limit_s: None,
             jobsets: 10,
             first_seed: 0,
             jobsets_per_iter: 2,

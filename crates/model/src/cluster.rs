@@ -42,7 +42,8 @@ impl ClusterSpec {
 
     /// Parses `[Nx]MODEL[:GPUS][,...]`: each item is N nodes (default 1) of GPUS GPUs (default 1).
     pub fn parse_gpus(spec: &str) -> Result<Self> {
-        let bad = |msg: String| ModelError::invalid(Location { field: Some("--gpus".into()), ..Default::default() }, msg);
+        let bad =
+            |msg: String| ModelError::invalid(Location { field: Some("--gpus".into()), ..Default::default() }, msg);
         let mut nodes = Vec::new();
         for item in spec.split(',').map(str::trim) {
             if item.is_empty() {
@@ -55,7 +56,9 @@ impl ClusterSpec {
                 _ => (1, item),
             };
             let (model, count) = match rest.split_once(':') {
-                Some((m, c)) => (m, c.parse::<usize>().map_err(|_| bad(format!("`{c}` is not a GPU count in `{item}`")))?),
+                Some((m, c)) => {
+                    (m, c.parse::<usize>().map_err(|_| bad(format!("`{c}` is not a GPU count in `{item}`")))?)
+                }
                 None => (rest, 1),
             };
             if reps == 0 || count == 0 || reps * count > 4096 {
@@ -122,7 +125,10 @@ impl ClusterSpec {
                 None => gpu::lookup(&n.model)?,
             };
             if n.gpus == 0 || n.count == 0 || n.gpus * n.count > 4096 {
-                return Err(ModelError::invalid(at(Some(&format!("nodes[{i}]")), None), "gpus and count must be 1..=4096"));
+                return Err(ModelError::invalid(
+                    at(Some(&format!("nodes[{i}]")), None),
+                    "gpus and count must be 1..=4096",
+                ));
             }
             for r in 0..n.count {
                 let name = match (&n.name, n.count) {
@@ -149,7 +155,11 @@ impl ClusterSpec {
         self.nodes
             .iter()
             .flat_map(|n| {
-                n.gpus.iter().enumerate().map(|(i, g)| GpuSlot { node: n.name.clone(), index: i as u32, spec: g.clone() })
+                n.gpus.iter().enumerate().map(|(i, g)| GpuSlot {
+                    node: n.name.clone(),
+                    index: i as u32,
+                    spec: g.clone(),
+                })
             })
             .collect()
     }

@@ -27,8 +27,13 @@ pub enum WorkloadClass {
 
 impl WorkloadClass {
     /// All five, in the thesis's order.
-    pub const ALL: [WorkloadClass; 5] =
-        [WorkloadClass::GpuHeavy, WorkloadClass::GpuLight, WorkloadClass::MemHeavy, WorkloadClass::MemLight, WorkloadClass::Random];
+    pub const ALL: [WorkloadClass; 5] = [
+        WorkloadClass::GpuHeavy,
+        WorkloadClass::GpuLight,
+        WorkloadClass::MemHeavy,
+        WorkloadClass::MemLight,
+        WorkloadClass::Random,
+    ];
 
     /// The CLI spelling.
     pub fn name(self) -> &'static str {
@@ -103,7 +108,11 @@ impl JobSet {
     pub fn validate(&self, path: Option<&Path>) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for (i, j) in self.jobs.iter().enumerate() {
-            let at = |f: &str| Location { path: path.map(Path::to_path_buf), line: None, field: Some(format!("jobs[{i}].{f}")) };
+            let at = |f: &str| Location {
+                path: path.map(Path::to_path_buf),
+                line: None,
+                field: Some(format!("jobs[{i}].{f}")),
+            };
             if !seen.insert(j.id) {
                 return Err(ModelError::invalid(at("id"), format!("job id {} appears twice", j.id)));
             }
@@ -131,7 +140,10 @@ impl JobSet {
             field: field.map(str::to_string),
         };
         let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(text.as_bytes());
-        let headers = rdr.headers().map_err(|e| ModelError::invalid(at(Some(1), None), format!("cannot read header: {e}")))?.clone();
+        let headers = rdr
+            .headers()
+            .map_err(|e| ModelError::invalid(at(Some(1), None), format!("cannot read header: {e}")))?
+            .clone();
         let col = |name: &str| headers.iter().position(|h| h == name);
         for h in headers.iter() {
             if !["id", "app", "submit_s"].contains(&h) {
@@ -147,19 +159,29 @@ impl JobSet {
         let mut jobs = Vec::new();
         let mut lines = Vec::new();
         for rec in rdr.records() {
-            let rec = rec.map_err(|e| ModelError::invalid(at(e.position().map(|p| p.line()), None), format!("malformed CSV: {e}")))?;
+            let rec = rec.map_err(|e| {
+                ModelError::invalid(at(e.position().map(|p| p.line()), None), format!("malformed CSV: {e}"))
+            })?;
             let line = rec.position().map(|p| p.line());
             let raw_id = rec.get(id_c).unwrap_or("");
-            let id: JobId = raw_id
-                .parse()
-                .map_err(|_| ModelError::invalid(at(line, Some("id")), format!("`{raw_id}` is not a job id (a non-negative integer)")))?;
+            let id: JobId = raw_id.parse().map_err(|_| {
+                ModelError::invalid(
+                    at(line, Some("id")),
+                    format!("`{raw_id}` is not a job id (a non-negative integer)"),
+                )
+            })?;
             let app = rec.get(app_c).unwrap_or("").to_string();
             let submit_s = match sub_c.map(|c| rec.get(c).unwrap_or("")) {
                 None | Some("") => 0.0,
                 Some(raw) => {
-                    let v: f64 = raw.parse().map_err(|_| ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a number")))?;
+                    let v: f64 = raw.parse().map_err(|_| {
+                        ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a number"))
+                    })?;
                     if !(v.is_finite() && v >= 0.0) {
-                        return Err(ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a non-negative time")));
+                        return Err(ModelError::invalid(
+                            at(line, Some("submit_s")),
+                            format!("`{raw}` is not a non-negative time"),
+                        ));
                     }
                     v
                 }
@@ -174,7 +196,12 @@ impl JobSet {
         set.validate(path).map_err(|e| match e {
             // Point at the CSV line rather than the JSON-style index.
             ModelError::Invalid { at: a, message } => {
-                let idx = a.field.as_deref().and_then(|f| f.strip_prefix("jobs[")).and_then(|f| f.split(']').next()).and_then(|n| n.parse::<usize>().ok());
+                let idx = a
+                    .field
+                    .as_deref()
+                    .and_then(|f| f.strip_prefix("jobs["))
+                    .and_then(|f| f.split(']').next())
+                    .and_then(|n| n.parse::<usize>().ok());
                 let line = idx.and_then(|i| lines.get(i).copied().flatten()).or(a.line);
                 let field = a.field.as_deref().and_then(|f| f.rsplit('.').next()).map(str::to_string).or(a.field);
                 ModelError::Invalid { at: Location { path: a.path, line, field }, message }

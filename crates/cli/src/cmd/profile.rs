@@ -349,8 +349,8 @@ fn ls(a: LsArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<20} {:<24} {:<7} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10}  {}",
-        "APP", "PROFILE", "KIND", "SAMPLES", "DURATION_S", "UTIL%", "MEM_MIB", "SM%", "PCIE_MBPS", "PEAK_MIB", "GPU"
+        "{:<20} {:<24} {:<7} {:>8} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10}  GPU",
+        "APP", "PROFILE", "KIND", "SAMPLES", "DURATION_S", "UTIL%", "MEM_MIB", "SM%", "PCIE_MBPS", "PEAK_MIB"
     );
     for r in &rows {
         let f = |k: &str, d: usize| r[k].as_f64().map_or("-".to_string(), |v| format!("{v:.d$}"));

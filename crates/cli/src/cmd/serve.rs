@@ -167,11 +167,8 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
 /// The policy by name. THE ONE PLACE where `--model` must route to the RL crate:
 /// `dqngpu_rl::policy_by_name(name, model, seed)` resolves heuristics and agents alike.
 fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
-    if let Some(m) = model {
-        // TODO(lead): replace with `dqngpu_rl::policy_by_name(name, Some(m), seed)` once dqngpu-rl lands.
-        anyhow::bail!("--model {}: RL agents are not wired into `serve` yet (scheduler `{name}`)", m.display());
-    }
-    Ok(Arc::from(dqngpu_policy::by_name(name, seed)?))
+    // The same resolver as `simulate`: a trained agent runs here unchanged.
+    Ok(Arc::from(super::simulate::resolve_scheduler(name, model, seed)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

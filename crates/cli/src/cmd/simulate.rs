@@ -112,16 +112,22 @@ pub fn all_scheduler_names() -> Vec<String> {
     dqngpu_policy::NAMES.iter().map(|s| s.to_string()).collect()
 }
 
-/// Resolves a scheduler by name.
-///
-/// Hook for the RL crate: replace the body with `dqngpu_rl::policy_by_name(name, model, seed)`,
-/// which resolves heuristics and trained agents alike.
+/// Resolves a scheduler by name: a heuristic, or an RL agent (`dqngpu`, `deeprm-max`,
+/// `deeprm-mean`) loaded from `--model`.
 pub fn resolve_scheduler(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Box<dyn Policy>> {
-    let policy = dqngpu_policy::by_name(name, seed)?;
-    if let Some(m) = model {
+    let is_agent = dqngpu_rl::names().iter().any(|n| n == name) && !dqngpu_policy::NAMES.contains(&name);
+    if let (Some(m), false) = (model, is_agent) {
         anyhow::bail!("--model {} is for RL agents; `{name}` is a heuristic and takes no model", m.display());
     }
-    Ok(policy)
+    dqngpu_rl::policy_by_name(name, model, seed).map_err(rl_error)
+}
+
+/// Keeps a model error as the top of the chain so `main` can tell usage errors (exit 2).
+pub fn rl_error(e: dqngpu_rl::RlError) -> anyhow::Error {
+    match e {
+        dqngpu_rl::RlError::Model(m) => m.into(),
+        other => other.into(),
+    }
 }
 
 /// Keeps a model error as the top of the chain so `main` can tell usage errors (exit 2).

@@ -38,6 +38,9 @@ pub fn read_dir_library(dir: &Path) -> Result<AppLibrary> {
             "no profile files (*.csv, *.json) in this directory",
         ));
     }
-    let reference = apps.values().find_map(|p| p.recorded_on.as_ref()).and_then(|r| crate::gpu::catalogue().into_iter().find(|g| g.name == r.gpu_name));
+    let reference = apps
+        .values()
+        .find_map(|p| p.recorded_on.as_ref())
+        .and_then(|r| crate::gpu::catalogue().into_iter().find(|g| g.name == r.gpu_name));
     Ok(AppLibrary::with_derived_classes(dir.display().to_string(), apps, reference))
 }

@@ -38,10 +38,15 @@ pub struct AppLibrary {
 impl AppLibrary {
     /// Builds a library whose classes are derived from the thesis's thresholds
     /// (mean GPU util >= 40%; mean GPU memory >= 50% of `reference_gpu`).
-    pub fn with_derived_classes(name: String, apps: BTreeMap<String, Arc<AppProfile>>, reference_gpu: Option<GpuSpec>) -> Self {
-        let ref_mem = reference_gpu.as_ref().map(|g| g.memory_mib).unwrap_or_else(|| {
-            apps.values().map(|p| p.peak_mem().0).fold(0.0, f64::max).max(1.0)
-        });
+    pub fn with_derived_classes(
+        name: String,
+        apps: BTreeMap<String, Arc<AppProfile>>,
+        reference_gpu: Option<GpuSpec>,
+    ) -> Self {
+        let ref_mem = reference_gpu
+            .as_ref()
+            .map(|g| g.memory_mib)
+            .unwrap_or_else(|| apps.values().map(|p| p.peak_mem().0).fold(0.0, f64::max).max(1.0));
         let mut classes: BTreeMap<WorkloadClass, Vec<String>> = BTreeMap::new();
         for (k, p) in &apps {
             let m = p.summary().mean;

@@ -210,7 +210,14 @@ pub fn library() -> AppLibrary {
         let info = AppInfo { name: name.into(), kind, input_size_mb: None, params: Some(source.into()) };
         let samples = samples_of(name, n);
         // Generated numbers are finite and in range; build directly rather than unwrap.
-        let p = AppProfile { app: info, interval_s: 1.0, recorded_on: Some(titan_xp()), samples, source: None, peaks: Default::default() };
+        let p = AppProfile {
+            app: info,
+            interval_s: 1.0,
+            recorded_on: Some(titan_xp()),
+            samples,
+            source: None,
+            peaks: Default::default(),
+        };
         debug_assert!(p.validate().is_ok(), "generated profile {name} is invalid");
         apps.insert(name.to_string(), Arc::new(p));
     }

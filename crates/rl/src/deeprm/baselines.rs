@@ -28,7 +28,7 @@ pub enum Baseline {
 }
 
 impl Baseline {
-    /// Tetris* with the knob used in our measurements (see docs/BENCHMARKS-rl.md).
+    /// Tetris* with the knob used in our measurements (see docs/BENCHMARKS.md).
     pub const TETRIS_STAR: Baseline = Baseline::TetrisStar { knob: 0.5 };
 
     /// Name as printed.
