@@ -387,7 +387,7 @@ impl Chart for TimelineChart {
         let mem = RGBColor(255, 127, 14);
         chart
             .draw_series(LineSeries::new(
-                self.t_s.iter().copied().zip(self.gpu_util_pct.iter().copied()),
+                on_axes(&self.t_s, &self.gpu_util_pct),
                 util.stroke_width(2),
             ))
             .map_err(err)?
@@ -395,7 +395,7 @@ impl Chart for TimelineChart {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], util.stroke_width(3)));
         chart
             .draw_series(LineSeries::new(
-                self.t_s.iter().copied().zip(self.gpu_mem_pct.iter().copied()),
+                on_axes(&self.t_s, &self.gpu_mem_pct),
                 mem.stroke_width(2),
             ))
             .map_err(err)?
@@ -549,4 +549,10 @@ mod tests {
             .to_string_lossy()
             .contains(".tmp")));
     }
+}
+
+/// Points of a timeline that plotters can draw inside the axes: plotters does not clip, so a
+/// non-finite or out-of-range value would draw a stray line across the frame.
+fn on_axes(t_s: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
+    t_s.iter().zip(v).filter(|(t, v)| t.is_finite() && v.is_finite()).map(|(t, v)| (*t, v.clamp(0.0, 135.0))).collect()
 }

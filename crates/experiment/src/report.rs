@@ -103,8 +103,10 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
     b.push(Block::Heading(2, "Per workload class (thesis Figs. 10-14)".into()));
     b.push(Block::Para(
         "Makespan is the time the last job finishes; GPU and GPU memory utilisation are averaged over the GPUs and \
-         [0, makespan]. `LB ratio` is makespan / lower bound (max of the longest job and total GPU-util work over \
-         capacity): how much room is left. `thesis` columns give the figure the thesis's text states, `-` where it \
+         [0, makespan]. `LB ratio` is makespan / util bound (max of the longest job and total GPU-util work over \
+         100% per GPU). Utilisation is not a hard capacity (measured pairs overlap their kernels and reach \
+         1.4x combined speed at 175-200% summed utilisation), so sharing can finish below it (ratio < 1); \
+         see docs/SIMULATOR.md. `thesis` columns give the figure the thesis's text states, `-` where it \
          gives none (its Figs. 10-14 are bar charts; the text quotes only some bars)."
             .into(),
     ));

@@ -95,7 +95,7 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// Makespan / lower bound (1 = no room left).
+    /// Makespan / util bound (below 1 when sharing overlaps kernels; see docs/SIMULATOR.md).
     pub fn ratio_to_lower_bound(&self) -> f64 {
         if self.lower_bound_s > 0.0 {
             self.makespan_s / self.lower_bound_s
