@@ -386,18 +386,12 @@ impl Chart for TimelineChart {
         let util = RGBColor(31, 119, 180);
         let mem = RGBColor(255, 127, 14);
         chart
-            .draw_series(LineSeries::new(
-                on_axes(&self.t_s, &self.gpu_util_pct),
-                util.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(on_axes(&self.t_s, &self.gpu_util_pct), util.stroke_width(2)))
             .map_err(err)?
             .label("GPU utilisation (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], util.stroke_width(3)));
         chart
-            .draw_series(LineSeries::new(
-                on_axes(&self.t_s, &self.gpu_mem_pct),
-                mem.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(on_axes(&self.t_s, &self.gpu_mem_pct), mem.stroke_width(2)))
             .map_err(err)?
             .label("GPU memory in use (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], mem.stroke_width(3)));
