@@ -478,6 +478,12 @@ impl Chart for CurveChart {
     }
 }
 
+/// Points of a timeline that plotters can draw inside the axes: plotters does not clip, so a
+/// non-finite or out-of-range value would draw a stray line across the frame.
+fn on_axes(t_s: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
+    t_s.iter().zip(v).filter(|(t, v)| t.is_finite() && v.is_finite()).map(|(t, v)| (*t, v.clamp(0.0, 135.0))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,10 +549,4 @@ mod tests {
             .to_string_lossy()
             .contains(".tmp")));
     }
-}
-
-/// Points of a timeline that plotters can draw inside the axes: plotters does not clip, so a
-/// non-finite or out-of-range value would draw a stray line across the frame.
-fn on_axes(t_s: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
-    t_s.iter().zip(v).filter(|(t, v)| t.is_finite() && v.is_finite()).map(|(t, v)| (*t, v.clamp(0.0, 135.0))).collect()
 }
