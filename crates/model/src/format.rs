@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{read_file, write_file_atomic, Location, ModelError, Result};
 use crate::profile::{AppInfo, AppProfile, RecordedOn};
-use crate::resources::{Resource, Resources};
+use crate::resources::Resources;
 
 /// The CSV header, in order.
 pub const CSV_COLUMNS: [&str; 5] = ["t_s", "gpu_util_pct", "gpu_mem_mib", "sm_pct", "pcie_mbps"];
@@ -243,11 +243,6 @@ pub fn write_profile(p: &AppProfile, path: &Path) -> Result<()> {
             write_file_atomic(&path.with_file_name(format!("{stem}.meta.json")), text.as_bytes())
         }
     }
-}
-
-/// Names the resource columns (for messages).
-pub fn column_of(r: Resource) -> &'static str {
-    r.column()
 }
 
 #[cfg(test)]

@@ -174,20 +174,10 @@ pub fn train(
     cfg: &crate::reinforce::TrainConfig,
     on_iter: &mut dyn FnMut(&crate::reinforce::IterStats),
 ) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
-    params.validate()?;
-    let task = ClassicTask { params: params.clone(), sets };
-    let net = crate::net::PolicyNet::new(
-        params.obs_len(),
-        &cfg.hidden,
-        params.num_nw + 1,
-        crate::net::Head::Joint,
-        cfg.seed,
-    )?;
-    let curve = crate::reinforce::train(&task, &net, cfg, &mut |s, _| {
+    train_until(params, sets, cfg, &mut |s, _| {
         on_iter(s);
         true
-    })?;
-    Ok((net, curve))
+    })
 }
 
 /// Like [`train`], but `on_iter` also sees the network and returns false to stop early.
