@@ -117,4 +117,7 @@ impl Policy for Shared<'_> {
     fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
         self.0.decide(view)
     }
+    fn wants_every_tick(&self) -> bool {
+        self.0.wants_every_tick()
+    }
 }

@@ -106,8 +106,8 @@ pub fn simulate(
     jobset: &dqngpu_model::JobSet,
     timeline: bool,
 ) -> Result<(SimResult, Option<Trace>), dqngpu_sim::SimError> {
-    let mut sim =
-        Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), setup.sim.clone())?;
+    let config = setup.sim.clone().for_policy(policy);
+    let mut sim = Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), config)?;
     sim.set_policy_name(policy.name());
     let mut trace = timeline.then(|| (Vec::new(), Vec::new(), Vec::new()));
     while !sim.done() {

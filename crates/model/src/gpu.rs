@@ -74,6 +74,30 @@ pub fn lookup(name: &str) -> Result<GpuSpec> {
     })
 }
 
+/// Environment variable that names the one NVML library to load (profiler and service).
+pub const NVML_LIB_ENV: &str = "DQNGPU_NVML_LIB";
+
+/// Where NVML (`libnvidia-ml`) is looked for by default, in order: the sonames (the dynamic
+/// loader's search: `LD_LIBRARY_PATH`, `ld.so.cache`), then the usual driver folders of
+/// Debian/Ubuntu, RHEL, WSL and the Kubernetes device plugin.
+pub const NVML_DEFAULT_CANDIDATES: [&str; 6] = [
+    "libnvidia-ml.so.1",
+    "libnvidia-ml.so",
+    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    "/usr/lib64/libnvidia-ml.so.1",
+    "/usr/lib/wsl/lib/libnvidia-ml.so.1",
+    "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+];
+
+/// The NVML candidates for this process: `$DQNGPU_NVML_LIB` alone when set, else the
+/// defaults. One list, so `profile run` and `serve` find the driver on the same machines.
+pub fn nvml_candidates() -> Vec<String> {
+    match std::env::var(NVML_LIB_ENV) {
+        Ok(p) if !p.trim().is_empty() => vec![p],
+        _ => NVML_DEFAULT_CANDIDATES.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

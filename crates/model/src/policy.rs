@@ -118,6 +118,14 @@ pub trait Policy: Send + Sync {
 
     /// The groups of waiting jobs to start now; empty to wait. Each job at most once.
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement>;
+
+    /// True when decisions follow the running jobs' current demands and progress (not only
+    /// events and their remaining peaks), so the policy wants to be asked at every decision
+    /// tick while jobs wait. Peak-based heuristics would decide the same, so they say no and
+    /// the simulator asks them less often.
+    fn wants_every_tick(&self) -> bool {
+        false
+    }
 }
 
 /// A decision the caller must refuse.

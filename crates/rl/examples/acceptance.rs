@@ -2,8 +2,9 @@
 //! class (issue 3's acceptance), with 95% confidence intervals, and DqnGPU's decision latency.
 //!
 //! ```text
-//! cargo run --release -p dqngpu-rl --example acceptance -- DQNGPU MAX MEAN [SETS] [GPUS]
+//! cargo run --release -p dqngpu-rl --example acceptance -- DQNGPU MAX MEAN [SETS] [GPUS] [TICK]
 //! ```
+//! TICK is the simulator's decision tick trigger, `peak-drop` (default) or `always`.
 //! Job set `i` of class `c` (index in the thesis's order) is drawn with seed
 //! 900000 + 100 c + i: never a training seed (training uses SEED * 1000 + i, SEED < 900).
 
@@ -23,6 +24,9 @@ struct Timed<'a> {
 impl Policy for Timed<'_> {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    fn wants_every_tick(&self) -> bool {
+        self.inner.wants_every_tick()
     }
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let t = Instant::now();
@@ -54,10 +58,16 @@ fn ci(xs: &[f64]) -> (f64, f64) {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 3 {
-        return Err("usage: acceptance DQNGPU_MODEL MAX_MODEL MEAN_MODEL [SETS_PER_CLASS] [GPUS]".into());
+        return Err("usage: acceptance DQNGPU_MODEL MAX_MODEL MEAN_MODEL [SETS_PER_CLASS] [GPUS] [TICK]".into());
     }
     let sets: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(10);
     let gpus = args.get(4).cloned().unwrap_or_else(|| "titanxp:1".into());
+    let tick_trigger = match args.get(5).map(String::as_str) {
+        None | Some("peak-drop") => dqngpu_sim::TickTrigger::PeakDrop,
+        Some("always") => dqngpu_sim::TickTrigger::Always,
+        Some(other) => return Err(format!("TICK: expected peak-drop or always, got `{other}`").into()),
+    };
+    let sim_config = dqngpu_sim::SimConfig { tick_trigger, ..Default::default() };
     let library = dqngpu_model::library::resolve("thesis")?;
     let cluster = ClusterSpec::parse_gpus(&gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
@@ -67,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, path) in [("deeprm-max", &args[1]), ("deeprm-mean", &args[2]), ("dqngpu", &args[0])] {
         policies.push(dqngpu_rl::policy_by_name(name, Some(Path::new(path)), 0)?);
     }
-    println!("cluster {gpus}, interference contention, {sets} unseen job sets of 30 jobs per class (seeds {EVAL_SEED_BASE} + 100 x class + i)");
+    println!("cluster {gpus}, interference contention, tick {tick_trigger:?} (dqngpu asks for every tick), {sets} unseen job sets of 30 jobs per class (seeds {EVAL_SEED_BASE} + 100 x class + i)");
     println!(
         "{:<10} {:<12} {:>20} {:>14} {:>18} {:>14}",
         "class", "scheduler", "makespan_s (95% CI)", "oom_kills", "no_slowdown_jobs", "gpu_util_pct"
@@ -89,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let timed = Timed { inner: p.as_ref(), times_s: Mutex::new(Vec::new()) };
             let (mut mk, mut oom, mut none, mut util) = (vec![], vec![], vec![], vec![]);
             for set in &jobsets {
-                let r = dqngpu_sim::run(&timed, &cluster, &library, set, interference.clone(), Default::default())?;
+                let r = dqngpu_sim::run(&timed, &cluster, &library, set, interference.clone(), sim_config.clone())?;
                 mk.push(r.makespan_s);
                 oom.push(r.oom_kills as f64);
                 none.push(r.slowdown_buckets.none as f64);

@@ -128,6 +128,19 @@ impl PolicyNet {
         Ok(masked_softmax(&logits, mask, self.n_actions))
     }
 
+    /// Logits from the first layer's pre-activation (`rows` observations).
+    fn logits_from_z0(&self, z0: &Tensor, rows: usize) -> Result<Tensor, RlError> {
+        let mut h = z0.broadcast_add(self.layers[0].1.as_tensor())?;
+        // ReLU after every layer but the last, as in `logits`.
+        for (w, b) in &self.layers[1..] {
+            h = h.relu()?.matmul(w.as_tensor())?.broadcast_add(b.as_tensor())?;
+        }
+        Ok(match self.head {
+            Head::Joint => h,
+            Head::PerAction => h.reshape((rows, self.n_actions))?,
+        })
+    }
+
     /// Mean over rows of `-log pi(a|s) * advantage`, the REINFORCE loss, for a batch.
     pub fn pg_loss(&self, obs: Vec<f32>, mask: &[bool], actions: &[u32], adv: &[f32]) -> Result<Tensor, RlError> {
         let rows = actions.len();
@@ -139,6 +152,66 @@ impl PolicyNet {
         let chosen = logp.gather(&a, 1)?.squeeze(1)?;
         let adv = Tensor::from_slice(adv, rows, &Device::Cpu)?;
         Ok((chosen.mul(&adv)?.sum_all()? * (-1.0 / rows as f64))?)
+    }
+
+    /// The gradient of [`PolicyNet::pg_loss`] over `rows = actions.len()` decisions, with
+    /// the sum divided by `denom` (all the steps, also those left out because they had one
+    /// allowed action and so contribute zero). One tensor per variable, in [`PolicyNet::vars`]
+    /// order.
+    ///
+    /// The first layer's weight gradient `x^T dz` is computed here, not by autograd: candle's
+    /// matmul backward would also build the gradient of the input `x` (rows x obs_len, tens
+    /// of MB for DeepRM's images) although `x` is data, tripling the work and the allocations.
+    pub fn pg_gradients(
+        &self,
+        obs: Vec<f32>,
+        mask: &[bool],
+        actions: &[u32],
+        adv: &[f32],
+        denom: usize,
+    ) -> Result<Vec<Tensor>, RlError> {
+        let rows = actions.len();
+        if rows == 0 {
+            return self.vars().iter().map(|v| Ok(v.as_tensor().zeros_like()?)).collect();
+        }
+        let x = Tensor::from_vec(obs, (rows, self.obs_len), &Device::Cpu)?;
+        let x = match self.head {
+            Head::Joint => x,
+            Head::PerAction => x.reshape((rows * self.n_actions, self.obs_len / self.n_actions))?,
+        };
+        let (w0, b0) = &self.layers[0];
+        // The first layer's pre-activation as a leaf: autograd stops here.
+        let z0 = x.matmul(&w0.as_tensor().detach())?;
+        let z0 = Var::from_tensor(&z0)?;
+        let logits = self.logits_from_z0(z0.as_tensor(), rows)?;
+        let bias: Vec<f32> = mask.iter().map(|&m| if m { 0.0 } else { MASKED_LOGIT }).collect();
+        let bias = Tensor::from_vec(bias, (rows, self.n_actions), &Device::Cpu)?;
+        let logp = candle_nn::ops::log_softmax(&(logits + bias)?, D::Minus1)?;
+        let a = Tensor::from_slice(actions, (rows, 1), &Device::Cpu)?;
+        let chosen = logp.gather(&a, 1)?.squeeze(1)?;
+        let adv = Tensor::from_slice(adv, rows, &Device::Cpu)?;
+        let loss = (chosen.mul(&adv)?.sum_all()? * (-1.0 / denom.max(rows) as f64))?;
+        let store = loss.backward()?;
+        let grad = |t: &Tensor| -> Result<Tensor, RlError> {
+            Ok(match store.get(t) {
+                Some(g) => g.detach(),
+                None => t.zeros_like()?,
+            })
+        };
+        let dz0 = grad(z0.as_tensor())?;
+        let mut out = vec![x.t()?.matmul(&dz0)?, grad(b0.as_tensor())?];
+        for (w, b) in &self.layers[1..] {
+            out.push(grad(w.as_tensor())?);
+            out.push(grad(b.as_tensor())?);
+        }
+        Ok(out)
+    }
+
+    /// A copy of the network with its own weights (the optimiser will not move them).
+    pub fn snapshot(&self) -> Result<PolicyNet, RlError> {
+        let copy = |v: &Var| -> Result<Var, RlError> { Ok(Var::from_tensor(&v.as_tensor().copy()?)?) };
+        let layers = self.layers.iter().map(|(w, b)| Ok((copy(w)?, copy(b)?))).collect::<Result<_, RlError>>()?;
+        Ok(PolicyNet { layers, obs_len: self.obs_len, n_actions: self.n_actions, head: self.head })
     }
 
     /// The weights by name (`l0.weight`, `l0.bias`, ...), for safetensors.
@@ -273,6 +346,16 @@ impl Opt {
         Ok(Opt { kind, first: zeros.clone(), second: zeros, vars, lr, t: 0 })
     }
 
+    /// Changes the learning rate for the following steps (a schedule); the moments stay.
+    pub fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+
+    /// The learning rate.
+    pub fn lr(&self) -> f64 {
+        self.lr
+    }
+
     /// Applies one update with `grads` (one per variable, in [`PolicyNet::vars`] order).
     pub fn step(&mut self, grads: &[Tensor]) -> Result<(), RlError> {
         self.t += 1;
@@ -310,5 +393,68 @@ mod tests {
         assert_eq!(p[1], 0.0);
         assert!((p[0] - 0.5).abs() < 1e-6 && (p[2] - 0.5).abs() < 1e-6);
         assert_eq!(argmax(&[0.1, 0.7, 0.2]), 1);
+    }
+
+    fn autograd(net: &PolicyNet, obs: &[f32], mask: &[bool], actions: &[u32], adv: &[f32]) -> Vec<Vec<f32>> {
+        let store = net.pg_loss(obs.to_vec(), mask, actions, adv).unwrap().backward().unwrap();
+        net.vars().iter().map(|v| store.get(v.as_tensor()).unwrap().flatten_all().unwrap().to_vec1().unwrap()).collect()
+    }
+
+    fn flat(ts: &[Tensor]) -> Vec<Vec<f32>> {
+        ts.iter().map(|t| t.flatten_all().unwrap().to_vec1().unwrap()).collect()
+    }
+
+    fn close(a: &[Vec<f32>], b: &[Vec<f32>]) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert_eq!(x.len(), y.len());
+            for (u, v) in x.iter().zip(y) {
+                assert!((u - v).abs() <= 1e-5 * (1.0 + u.abs()), "{u} vs {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn hand_made_first_layer_gradient_matches_autograd() {
+        for (head, obs_len) in [(Head::Joint, 6), (Head::PerAction, 9)] {
+            let net = PolicyNet::new(obs_len, &[4, 3], 3, head, 5).unwrap();
+            let rows = 4;
+            let obs: Vec<f32> = (0..rows * obs_len).map(|i| ((i * 7) % 5) as f32 / 4.0 - 0.3).collect();
+            let mask = [true, true, false, true, false, true, true, true, true, false, true, true];
+            let (actions, adv) = ([1u32, 2, 0, 2], [0.5f32, -1.0, 2.0, 0.25]);
+            let mine = net.pg_gradients(obs.clone(), &mask, &actions, &adv, rows).unwrap();
+            let want = autograd(&net, &obs, &mask, &actions, &adv);
+            assert!(want[0].iter().any(|&g| g != 0.0), "a zero gradient would test nothing");
+            close(&flat(&mine), &want);
+        }
+    }
+
+    #[test]
+    fn leaving_out_single_action_rows_keeps_the_gradient() {
+        let net = PolicyNet::new(4, &[5], 3, Head::Joint, 9).unwrap();
+        let obs: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
+        // Row 1 allows only action 2: log pi = 0 there.
+        let mask = [true, true, true, false, false, true, true, false, true];
+        let want = autograd(&net, &obs, &mask, &[0, 2, 2], &[1.0, 3.0, -0.5]);
+        let kept_obs: Vec<f32> = obs[..4].iter().chain(&obs[8..]).copied().collect();
+        let kept_mask = [true, true, true, true, false, true];
+        let mine = net.pg_gradients(kept_obs, &kept_mask, &[0, 2], &[1.0, -0.5], 3).unwrap();
+        close(&flat(&mine), &want);
+    }
+
+    #[test]
+    fn snapshot_does_not_follow_the_optimiser() {
+        let net = PolicyNet::new(2, &[2], 2, Head::Joint, 1).unwrap();
+        let snap = net.snapshot().unwrap();
+        let before = flat(&snap.vars().iter().map(|v| v.as_tensor().clone()).collect::<Vec<_>>());
+        let mut opt = Opt::new(OptimizerKind::Adam, net.vars(), 0.1).unwrap();
+        opt.set_lr(0.5);
+        assert_eq!(opt.lr(), 0.5);
+        let grads: Vec<Tensor> = net.vars().iter().map(|v| v.as_tensor().ones_like().unwrap()).collect();
+        opt.step(&grads).unwrap();
+        let after = flat(&snap.vars().iter().map(|v| v.as_tensor().clone()).collect::<Vec<_>>());
+        let moved = flat(&net.vars().iter().map(|v| v.as_tensor().clone()).collect::<Vec<_>>());
+        assert_eq!(before, after);
+        assert_ne!(before, moved);
     }
 }

@@ -48,7 +48,7 @@ impl TrainProgress {
     }
 }
 
-/// Writes the training curve as CSV (`iteration,mean_return,mean_score,mean_steps,elapsed_s`).
+/// Writes the training curve as CSV (`iteration,mean_return,mean_score,mean_steps,elapsed_s,lr`).
 pub fn write_curve(path: &Path, curve: &[IterStats]) -> Result<(), RlError> {
     let mut text = String::from(IterStats::CSV_HEADER);
     text.push('\n');

@@ -7,10 +7,15 @@
 //! `v_t - b_t`, and backpropagates the policy-gradient loss of all its steps in one batched
 //! forward/backward. Job sets run in parallel (rayon); their gradients are averaged in a fixed
 //! order, so results do not depend on the thread count.
+//!
+//! Steps where only one action is allowed are taken without the network and not recorded:
+//! there log pi = 0, so they add nothing to the loss or its gradient (the loss still divides
+//! by every step, so the gradient is exactly the one over all steps).
 
 use std::time::Instant;
 
 use candle_core::Tensor;
+use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -98,34 +103,45 @@ pub struct IterStats {
     pub mean_steps: f64,
     /// Wall time since training started, s.
     pub elapsed_s: f64,
+    /// Learning rate of this iteration's update.
+    pub lr: f64,
 }
 
 impl IterStats {
     /// The CSV header of [`IterStats::csv_row`].
-    pub const CSV_HEADER: &'static str = "iteration,mean_return,mean_score,mean_steps,elapsed_s";
+    pub const CSV_HEADER: &'static str = "iteration,mean_return,mean_score,mean_steps,elapsed_s,lr";
 
     /// One CSV row.
     pub fn csv_row(&self) -> String {
         format!(
-            "{},{:.4},{:.4},{:.1},{:.2}",
-            self.iteration, self.mean_return, self.mean_score, self.mean_steps, self.elapsed_s
+            "{},{:.4},{:.4},{:.1},{:.2},{:.3e}",
+            self.iteration, self.mean_return, self.mean_score, self.mean_steps, self.elapsed_s, self.lr
         )
     }
 }
 
-/// One recorded episode.
+/// One episode: what was done and earned at each decision.
 #[derive(Debug, Clone, Default)]
 pub struct Episode {
-    /// Observations, row-major, one row per decision.
-    pub obs: Vec<f32>,
-    /// Allowed actions, one row per decision.
-    pub mask: Vec<bool>,
     /// Actions taken.
     pub actions: Vec<u32>,
     /// Rewards received.
     pub rewards: Vec<f64>,
     /// The environment's score at the end.
     pub score: f64,
+}
+
+/// The decisions of a rollout kept for training: those with more than one allowed action, in
+/// lockstep order (every episode's step `t` before any step `t + 1`). One buffer for all the
+/// episodes of a job set, so the loss reads it without copying per episode.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    /// Observations, row-major, one row per kept decision.
+    pub obs: Vec<f32>,
+    /// Allowed actions, one row per kept decision.
+    pub mask: Vec<bool>,
+    /// (episode, step) of each kept decision.
+    pub at: Vec<(u32, u32)>,
 }
 
 /// How actions are chosen during a rollout.
@@ -147,7 +163,8 @@ fn episode_seed(seed: u64, iteration: usize, jobset: usize, episode: usize) -> u
 }
 
 /// Runs `seeds.len()` episodes of `task`'s job set `jobset` in lockstep, batching the
-/// network's forward pass across them. With `record`, keeps observations for training.
+/// network's forward pass across them. With `record`, appends the decisions training needs
+/// (those with a choice). Decisions with one allowed action skip the network.
 pub fn rollout<T: Task>(
     task: &T,
     net: &PolicyNet,
@@ -155,34 +172,57 @@ pub fn rollout<T: Task>(
     seeds: &[u64],
     mode: Mode,
     max_steps: usize,
-    record: bool,
+    mut record: Option<&mut Record>,
 ) -> Result<Vec<Episode>, RlError> {
     let (d, a) = (task.obs_len(), task.n_actions());
     let mut envs: Vec<T::Env<'_>> = seeds.iter().map(|_| task.make(jobset)).collect();
     let mut rngs: Vec<ChaCha8Rng> = seeds.iter().map(|&s| ChaCha8Rng::seed_from_u64(s)).collect();
     let mut eps: Vec<Episode> = vec![Episode::default(); seeds.len()];
     let mut active: Vec<usize> = (0..seeds.len()).collect();
-    let mut obs = Vec::new();
-    let mut mask = Vec::new();
+    let mut obs = vec![0.0; seeds.len() * d];
+    let mut mask = vec![false; seeds.len() * a];
+    // Per active episode: Ok(its row in the batch), or Err(its only allowed action).
+    let mut rows: Vec<Result<usize, usize>> = Vec::with_capacity(seeds.len());
     let mut steps = 0;
     while !active.is_empty() && steps < max_steps {
-        obs.resize(active.len() * d, 0.0);
-        mask.resize(active.len() * a, false);
-        for (k, &e) in active.iter().enumerate() {
-            envs[e].observe(&mut obs[k * d..(k + 1) * d], &mut mask[k * a..(k + 1) * a]);
-        }
-        let probs = net.probs(&obs, &mask, active.len())?;
-        let mut still = Vec::with_capacity(active.len());
-        for (k, &e) in active.iter().enumerate() {
-            let p = &probs[k * a..(k + 1) * a];
-            let act = match mode {
-                Mode::Sample => sample(p, &mut rngs[e]),
-                Mode::Greedy => argmax(p),
-            };
-            if record {
-                eps[e].obs.extend_from_slice(&obs[k * d..(k + 1) * d]);
-                eps[e].mask.extend_from_slice(&mask[k * a..(k + 1) * a]);
+        rows.clear();
+        let mut n = 0;
+        for &e in &active {
+            let (o, m) = (&mut obs[n * d..(n + 1) * d], &mut mask[n * a..(n + 1) * a]);
+            envs[e].observe(o, m);
+            let mut allowed = m.iter().enumerate().filter(|(_, &ok)| ok).map(|(i, _)| i);
+            match (allowed.next(), allowed.next()) {
+                (Some(only), None) => rows.push(Err(only)),
+                _ => {
+                    rows.push(Ok(n));
+                    n += 1;
+                }
             }
+        }
+        let probs = if n > 0 { net.probs(&obs[..n * d], &mask[..n * a], n)? } else { Vec::new() };
+        let mut still = Vec::with_capacity(active.len());
+        for (&e, row) in active.iter().zip(&rows) {
+            let act = match *row {
+                Ok(k) => {
+                    let p = &probs[k * a..(k + 1) * a];
+                    if let Some(rec) = record.as_deref_mut() {
+                        rec.obs.extend_from_slice(&obs[k * d..(k + 1) * d]);
+                        rec.mask.extend_from_slice(&mask[k * a..(k + 1) * a]);
+                        rec.at.push((e as u32, steps as u32));
+                    }
+                    match mode {
+                        Mode::Sample => sample(p, &mut rngs[e]),
+                        Mode::Greedy => argmax(p),
+                    }
+                }
+                Err(only) => {
+                    // Draw anyway, so each episode's random stream stays aligned with its steps.
+                    if mode == Mode::Sample {
+                        let _: f32 = rngs[e].gen();
+                    }
+                    only
+                }
+            };
             eps[e].actions.push(act as u32);
             let tr = envs[e].step(act);
             eps[e].rewards.push(tr.reward);
@@ -224,27 +264,68 @@ pub fn advantages(episodes: &[Episode], gamma: f64) -> Vec<Vec<f64>> {
     returns.into_iter().map(|r| r.iter().zip(&baseline).map(|(v, b)| v - b).collect()).collect()
 }
 
-/// The gradient of the REINFORCE loss over all steps of `episodes` (one per variable).
-fn gradients(net: &PolicyNet, episodes: &[Episode], gamma: f64) -> Result<Vec<Tensor>, RlError> {
+/// The gradient of the REINFORCE loss over all steps of `episodes` (one per variable), from
+/// the kept decisions in `record`; the others have log pi = 0 and add nothing.
+fn gradients(net: &PolicyNet, episodes: &[Episode], record: Record, gamma: f64) -> Result<Vec<Tensor>, RlError> {
     let adv = advantages(episodes, gamma);
-    let mut obs: Vec<f32> = Vec::with_capacity(episodes.iter().map(|e| e.obs.len()).sum());
-    for e in episodes {
-        obs.extend_from_slice(&e.obs);
+    let steps: usize = episodes.iter().map(|e| e.actions.len()).sum();
+    let actions: Vec<u32> = record.at.iter().map(|&(e, t)| episodes[e as usize].actions[t as usize]).collect();
+    let adv: Vec<f32> = record.at.iter().map(|&(e, t)| adv[e as usize][t as usize] as f32).collect();
+    net.pg_gradients(record.obs, &record.mask, &actions, &adv, steps)
+}
+
+/// How the learning rate falls from [`TrainConfig::lr`] to a final value over training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LrDecay {
+    /// Half a cosine: slow at both ends.
+    #[default]
+    Cosine,
+    /// A straight line.
+    Linear,
+}
+
+/// The learning-rate schedule. Progress is the larger of the share of iterations done and
+/// the share of the wall-time budget spent, so the schedule ends on time under either limit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Schedule {
+    /// Learning rate at the end (None: constant [`TrainConfig::lr`]).
+    pub lr_final: Option<f64>,
+    /// Shape of the decay.
+    pub decay: LrDecay,
+    /// Wall-time budget, s (None: iterations only).
+    pub time_limit_s: Option<f64>,
+}
+
+impl Schedule {
+    /// Training progress in 0..=1 after `done` of `iterations` and `elapsed_s` seconds.
+    pub fn progress(&self, done: usize, iterations: usize, elapsed_s: f64) -> f64 {
+        let by_iter = done as f64 / iterations.max(1) as f64;
+        let by_time = self.time_limit_s.filter(|l| *l > 0.0).map_or(0.0, |l| elapsed_s / l);
+        by_iter.max(by_time).clamp(0.0, 1.0)
     }
-    let mask: Vec<bool> = episodes.iter().flat_map(|e| e.mask.iter().copied()).collect();
-    let actions: Vec<u32> = episodes.iter().flat_map(|e| e.actions.iter().copied()).collect();
-    let adv: Vec<f32> = adv.iter().flatten().map(|&v| v as f32).collect();
-    let loss = net.pg_loss(obs, &mask, &actions, &adv)?;
-    let store = loss.backward()?;
-    net.vars()
-        .iter()
-        // Detached: a gradient built from the variables would otherwise keep this whole
-        // forward/backward graph (observations included) alive in the optimiser's state.
-        .map(|v| match store.get(v.as_tensor()) {
-            Some(g) => Ok(g.detach()),
-            None => Ok(v.as_tensor().zeros_like()?),
-        })
-        .collect()
+
+    /// The learning rate at `progress`, starting from `lr`.
+    pub fn lr_at(&self, lr: f64, progress: f64) -> f64 {
+        let Some(end) = self.lr_final else { return lr };
+        let x = progress.clamp(0.0, 1.0);
+        let w = match self.decay {
+            LrDecay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * x).cos()),
+            LrDecay::Linear => 1.0 - x,
+        };
+        end + (lr - end) * w
+    }
+
+    /// Checks the values are usable.
+    pub fn validate(&self) -> Result<(), RlError> {
+        if self.lr_final.is_some_and(|l| !(l.is_finite() && l > 0.0)) {
+            return Err(RlError::Config { field: "lr_final", message: "must be a positive number".into() });
+        }
+        if self.time_limit_s.is_some_and(|l| !(l.is_finite() && l > 0.0)) {
+            return Err(RlError::Config { field: "time_limit_s", message: "must be a positive number".into() });
+        }
+        Ok(())
+    }
 }
 
 /// Trains `net` on `task`, calling `on_iter` after every iteration (it returns false to stop
@@ -255,7 +336,19 @@ pub fn train<T: Task>(
     cfg: &TrainConfig,
     on_iter: &mut dyn FnMut(&IterStats, &PolicyNet) -> bool,
 ) -> Result<Vec<IterStats>, RlError> {
+    train_scheduled(task, net, cfg, &Schedule::default(), on_iter)
+}
+
+/// Like [`train`], with the learning rate following `schedule`.
+pub fn train_scheduled<T: Task>(
+    task: &T,
+    net: &PolicyNet,
+    cfg: &TrainConfig,
+    schedule: &Schedule,
+    on_iter: &mut dyn FnMut(&IterStats, &PolicyNet) -> bool,
+) -> Result<Vec<IterStats>, RlError> {
     cfg.validate()?;
+    schedule.validate()?;
     let n_sets = task.jobsets();
     if n_sets == 0 {
         return Err(RlError::Config { field: "jobsets", message: "no training job sets".into() });
@@ -263,22 +356,37 @@ pub fn train<T: Task>(
     let per_iter = cfg.jobsets_per_iter.min(n_sets);
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     let started = Instant::now();
-    let mut curve = Vec::with_capacity(cfg.iterations);
+    let mut curve = Vec::with_capacity(cfg.iterations.min(1 << 20));
+    // Kept decisions of each job set at its last visit: sizes the next buffer in one go.
+    let mut kept: Vec<usize> = vec![0; n_sets];
     for it in 0..cfg.iterations {
+        let lr = schedule.lr_at(cfg.lr, schedule.progress(it, cfg.iterations, started.elapsed().as_secs_f64()));
+        opt.set_lr(lr);
         let sets: Vec<usize> = (0..per_iter).map(|k| (it * per_iter + k) % n_sets).collect();
-        let results: Vec<(Vec<Tensor>, f64, f64, f64)> = sets
+        let (d, a) = (task.obs_len(), task.n_actions());
+        let results: Vec<(Vec<Tensor>, f64, f64, f64, usize)> = sets
             .par_iter()
             .map(|&js| {
                 let seeds: Vec<u64> = (0..cfg.episodes).map(|e| episode_seed(cfg.seed, it, js, e)).collect();
-                let eps = rollout(task, net, js, &seeds, Mode::Sample, cfg.max_steps, true)?;
-                let g = gradients(net, &eps, cfg.gamma)?;
+                let guess = kept[js] + kept[js] / 8;
+                let mut record = Record {
+                    obs: Vec::with_capacity(guess * d),
+                    mask: Vec::with_capacity(guess * a),
+                    at: Vec::with_capacity(guess),
+                };
+                let eps = rollout(task, net, js, &seeds, Mode::Sample, cfg.max_steps, Some(&mut record))?;
+                let rows = record.at.len();
+                let g = gradients(net, &eps, record, cfg.gamma)?;
                 let n = eps.len() as f64;
                 let ret = eps.iter().map(|e| e.rewards.iter().sum::<f64>()).sum::<f64>() / n;
                 let score = eps.iter().map(|e| e.score).sum::<f64>() / n;
                 let steps = eps.iter().map(|e| e.actions.len() as f64).sum::<f64>() / n;
-                Ok((g, ret, score, steps))
+                Ok((g, ret, score, steps, rows))
             })
             .collect::<Result<_, RlError>>()?;
+        for (&js, r) in sets.iter().zip(&results) {
+            kept[js] = r.4;
+        }
         let k = results.len() as f64;
         let mut grads: Vec<Tensor> = results[0].0.clone();
         for r in &results[1..] {
@@ -294,6 +402,7 @@ pub fn train<T: Task>(
             mean_score: results.iter().map(|r| r.2).sum::<f64>() / k,
             mean_steps: results.iter().map(|r| r.3).sum::<f64>() / k,
             elapsed_s: started.elapsed().as_secs_f64(),
+            lr,
         };
         curve.push(stats);
         if !on_iter(&stats, net) {
@@ -315,5 +424,21 @@ mod tests {
         // returns: a = [-3, -2, -1], b = [-1]; baselines (b padded with 0): [-2, -1, -0.5]
         assert_eq!(adv[0], vec![-1.0, -1.0, -0.5]);
         assert_eq!(adv[1], vec![1.0]);
+    }
+
+    #[test]
+    fn schedule_decays_from_lr_to_lr_final_by_the_later_of_iterations_and_time() {
+        let cos = Schedule { lr_final: Some(1e-4), decay: LrDecay::Cosine, time_limit_s: Some(100.0) };
+        assert_eq!(cos.lr_at(1e-3, 0.0), 1e-3);
+        assert!((cos.lr_at(1e-3, 1.0) - 1e-4).abs() < 1e-12);
+        assert!((cos.lr_at(1e-3, 0.5) - 5.5e-4).abs() < 1e-12);
+        let lin = Schedule { decay: LrDecay::Linear, ..cos };
+        assert!((lin.lr_at(1e-3, 0.25) - 7.75e-4).abs() < 1e-12);
+        // 10 of 1000 iterations but 60 of 100 s: time decides; and the other way round.
+        assert!((cos.progress(10, 1000, 60.0) - 0.6).abs() < 1e-12);
+        assert!((cos.progress(900, 1000, 1.0) - 0.9).abs() < 1e-12);
+        assert_eq!(cos.progress(10, 1000, 500.0), 1.0);
+        assert_eq!(Schedule::default().lr_at(2e-3, 0.7), 2e-3);
+        assert!(Schedule { lr_final: Some(-1.0), ..cos }.validate().is_err());
     }
 }

@@ -164,7 +164,7 @@ fn combination_mask_packs_jobs_whose_memory_peaks_do_not_coincide() {
     let titan = dqngpu_model::gpu::lookup("titanxp").unwrap();
     for (agent, pair_allowed) in [(AgentKind::Dqngpu, true), (AgentKind::DeeprmMax, false)] {
         let enc = GpuEncoding::new(agent);
-        let round = GpuRound { capacity: titan.capacity(), residents: vec![] };
+        let round = GpuRound { spec: titan.clone(), capacity: titan.capacity(), residents: vec![] };
         let queued = |id, p: &AppProfile| dqngpu_model::QueuedJob {
             id,
             app: p.app.name.clone(),
@@ -256,4 +256,62 @@ fn policy_by_name_resolves_heuristics_and_agents() {
     assert!(matches!(e, RlError::ModelRequired { .. }), "{e}");
     let e = dqngpu_rl::policy_by_name("magic", None, 0).err().unwrap().to_string();
     assert!(e.contains("magic") && e.contains("sjf") && e.contains("deeprm-mean"), "{e}");
+}
+
+/// Places every waiting job on GPU 0 at once.
+struct AllOnGpu0;
+
+impl dqngpu_model::Policy for AllOnGpu0 {
+    fn name(&self) -> &str {
+        "all-on-gpu0"
+    }
+    fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        if view.queue.is_empty() {
+            return vec![];
+        }
+        vec![dqngpu_model::Placement { gpu: 0, jobs: view.queue.iter().map(|q| q.id).collect() }]
+    }
+}
+
+#[test]
+fn slowdown_guard_predicts_what_the_simulator_measures() {
+    // The guard's prediction against the simulator on the thesis apps
+    // (rippling, phased profiles): groups of two and three started together on one Titan Xp.
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let titan = dqngpu_model::gpu::lookup("titanxp").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let guard = gpu::SlowdownGuard::default();
+    let groups: [&[&str]; 5] = [
+        &["GROMACS", "alexnet"],
+        &["GROMACS", "GROMACS"],
+        &["HOOMD", "GROMACS"],
+        &["QMCPACK", "googlenet", "GROMACS"],
+        &["LAMMPS", "HOOMD"],
+    ];
+    for apps in groups {
+        let set = JobSet {
+            library: None,
+            class: None,
+            seed: None,
+            jobs: apps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| JobSpec { id: i as u64, app: a.to_string(), submit_s: 0.0 })
+                .collect(),
+        };
+        let r = dqngpu_sim::run(&AllOnGpu0, &cluster, &lib, &set, contention(), Default::default()).unwrap();
+        let measured = r.jobs.iter().filter_map(|j| j.exec_slowdown).fold(0.0f64, f64::max) - 1.0;
+        let profiles: Vec<_> = apps.iter().map(|a| lib.get(a).unwrap().clone()).collect();
+        let jobs: Vec<gpu::GuardJob> = profiles
+            .iter()
+            .map(|p| gpu::GuardJob { app: &p.app.name, profile: p, progress_s: 0.0, lost_s: 0.0 })
+            .collect();
+        let unbounded = gpu::SlowdownGuard { max_slowdown: 10.0, ..guard };
+        let predicted = unbounded.predict(&titan, &jobs).worst_slowdown;
+        assert!(measured > 0.0, "{apps:?} share the GPU, so they slow down");
+        // Same stepping rule as the simulator: the same answer, up to rounding.
+        let tolerance = 1e-9;
+        assert!((predicted - measured).abs() < tolerance, "{apps:?}: predicted {predicted}, measured {measured}");
+        assert_eq!(guard.predict(&titan, &jobs).admitted, measured <= 0.02, "{apps:?}: measured {measured}");
+    }
 }

@@ -29,9 +29,13 @@ impl NvmlMonitor {
     }
 }
 
+/// Where NVML is looked for: the list `dqngpu profile run` uses too (`$DQNGPU_NVML_LIB`
+/// alone when set, else the loader's search and the usual driver folders).
+pub use dqngpu_model::gpu::nvml_candidates;
+
 /// The GPUs NVML sees, with a monitor, or `None` when no driver is loaded.
 pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
-    let nvml = Nvml::init().ok()?;
+    let nvml = nvml_candidates().iter().find_map(|c| Nvml::builder().lib_path(std::ffi::OsStr::new(c)).init().ok())?;
     let n = nvml.device_count().ok()?;
     let mut slots = Vec::new();
     for i in 0..n {

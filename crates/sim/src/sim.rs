@@ -67,6 +67,17 @@ pub struct SimConfig {
     pub max_restarts: u32,
 }
 
+impl SimConfig {
+    /// This configuration as `policy` is run under: every tick for a policy that wants it.
+    pub fn for_policy(self, policy: &dyn dqngpu_model::Policy) -> Self {
+        if policy.wants_every_tick() {
+            SimConfig { tick_trigger: TickTrigger::Always, ..self }
+        } else {
+            self
+        }
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
@@ -765,6 +776,7 @@ pub fn run(
     interference: Arc<dyn Interference>,
     config: SimConfig,
 ) -> Result<SimResult, SimError> {
+    let config = config.for_policy(policy);
     let mut sim = Simulator::new(cluster, library, jobset, interference, config)?;
     sim.set_policy_name(policy.name());
     while !sim.done() {

@@ -615,3 +615,41 @@ mod memory_property {
         assert!(check_memory_from_log(&missing, &lib, &set, &titanxp(1)).unwrap_err().contains("lists"));
     }
 }
+
+/// TestSjf that counts its decisions and may ask for every tick.
+struct CountingSjf {
+    every_tick: bool,
+    calls: std::sync::atomic::AtomicUsize,
+}
+impl Policy for CountingSjf {
+    fn name(&self) -> &str {
+        "test-counting-sjf"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        TestSjf.decide(view)
+    }
+    fn wants_every_tick(&self) -> bool {
+        self.every_tick
+    }
+}
+
+#[test]
+fn a_policy_that_wants_every_tick_is_asked_every_tick() {
+    // Steady 100 s jobs, one at a time: no demand ever drops, so a peak-based run is asked
+    // only at arrivals and finishes; a policy wanting every tick is asked every 10 s while
+    // jobs wait, and the schedule is the same.
+    let lib = library(vec![steady("a", 100, 50.0, 1000.0)]);
+    let set = jobs(&[("a", 0.0), ("a", 0.0), ("a", 0.0)]);
+    let mut makespans = vec![];
+    let mut calls = vec![];
+    for every_tick in [false, true] {
+        let p = CountingSjf { every_tick, calls: 0.into() };
+        let r = run(&p, &titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
+        makespans.push(r.makespan_s);
+        calls.push(p.calls.into_inner());
+    }
+    assert_eq!(makespans[0], makespans[1]);
+    assert!(calls[0] <= 4, "peak-drop asks at events only: {calls:?}");
+    assert!(calls[1] >= 15, "every tick for 200 s of waiting: {calls:?}");
+}

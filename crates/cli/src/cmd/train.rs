@@ -64,6 +64,11 @@ pub struct Args {
     /// Cells per resource in the images.
     #[arg(long, default_value_t = 10)]
     res_slots: usize,
+    /// Slowdown guard: mask out groups predicted (contention model) to slow any job on the GPU
+    /// by more than this many percent, or `off` (the thesis's agent). Default: 2 for dqngpu,
+    /// off for deeprm-max / deeprm-mean.
+    #[arg(long, value_name = "PCT|off")]
+    max_slowdown: Option<String>,
     /// Seed of the training job sets, the initial weights and the sampled actions.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -106,12 +111,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&a.interference)?);
+    let defaults = GpuEncoding::new(agent);
+    let guard = match a.max_slowdown.as_deref().map(str::trim) {
+        None => defaults.guard,
+        Some("off") => None,
+        Some(pct) => {
+            let v: f64 = pct
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .with_context(|| format!("--max-slowdown: expected a percentage >= 0 or `off`, got `{pct}`"))?;
+            Some(gpu::SlowdownGuard { max_slowdown: v / 100.0, ..Default::default() })
+        }
+    };
     let enc = GpuEncoding {
         time_horizon: a.horizon,
         row_s: a.row_s,
         res_slots: a.res_slots,
         job_slots: a.slots,
-        ..GpuEncoding::new(agent)
+        guard,
+        ..defaults
     };
     enc.validate()?;
     let cfg = TrainConfig {

@@ -15,26 +15,10 @@ use nvml_wrapper::Nvml;
 use super::{DeviceInfo, GpuReading, GpuSampler, ProcessMemory, ProcessSm};
 use crate::{LoadAttempt, ProfilerError};
 
-/// Environment variable that names the one NVML library to load.
-pub const LIB_ENV: &str = "DQNGPU_NVML_LIB";
-
-/// Where NVML is looked for by default, in order.
-pub const DEFAULT_CANDIDATES: [&str; 6] = [
-    "libnvidia-ml.so.1",
-    "libnvidia-ml.so",
-    "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
-    "/usr/lib64/libnvidia-ml.so.1",
-    "/usr/lib/wsl/lib/libnvidia-ml.so.1",
-    "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
-];
-
-/// The candidates for this process: `$DQNGPU_NVML_LIB` alone when set, else the defaults.
-pub fn candidates() -> Vec<String> {
-    match std::env::var(LIB_ENV) {
-        Ok(p) if !p.trim().is_empty() => vec![p],
-        _ => DEFAULT_CANDIDATES.iter().map(|s| s.to_string()).collect(),
-    }
-}
+/// The list lives in `dqngpu_model::gpu`, shared with the service.
+pub use dqngpu_model::gpu::{
+    nvml_candidates as candidates, NVML_DEFAULT_CANDIDATES as DEFAULT_CANDIDATES, NVML_LIB_ENV as LIB_ENV,
+};
 
 const MIB: f64 = 1024.0 * 1024.0;
 

@@ -84,6 +84,16 @@ impl<'a> ClassicEnv<'a> {
         self.jobs.iter().filter_map(|j| j.span.map(|(_, f)| (j.enter, f, j.len)))
     }
 
+    /// Jobs that entered but were never started: (enter, len).
+    pub fn unstarted(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.jobs.iter().filter(|j| j.span.is_none()).map(|j| (j.enter, j.len))
+    }
+
+    /// The current time step.
+    pub fn now(&self) -> usize {
+        self.now
+    }
+
     /// True when the episode ended.
     pub fn is_done(&self) -> bool {
         self.done

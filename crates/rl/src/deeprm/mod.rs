@@ -13,7 +13,7 @@
 mod baselines;
 mod env;
 
-pub use baselines::{evaluate, Baseline, EvalResult, Scheduler};
+pub use baselines::{evaluate, validate, Baseline, EvalResult, Scheduler};
 pub use env::{ClassicEnv, ClassicTask};
 
 use rand::Rng;
@@ -174,17 +174,19 @@ pub fn train(
     cfg: &crate::reinforce::TrainConfig,
     on_iter: &mut dyn FnMut(&crate::reinforce::IterStats),
 ) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
-    train_until(params, sets, cfg, &mut |s, _| {
+    train_until(params, sets, cfg, &crate::reinforce::Schedule::default(), &mut |s, _| {
         on_iter(s);
         true
     })
 }
 
-/// Like [`train`], but `on_iter` also sees the network and returns false to stop early.
+/// Like [`train`], with a learning-rate `schedule`; `on_iter` also sees the network and
+/// returns false to stop early.
 pub fn train_until(
     params: &DeepRmParams,
     sets: Vec<JobSequence>,
     cfg: &crate::reinforce::TrainConfig,
+    schedule: &crate::reinforce::Schedule,
     on_iter: &mut dyn FnMut(&crate::reinforce::IterStats, &crate::net::PolicyNet) -> bool,
 ) -> Result<(crate::net::PolicyNet, Vec<crate::reinforce::IterStats>), crate::RlError> {
     params.validate()?;
@@ -196,7 +198,7 @@ pub fn train_until(
         crate::net::Head::Joint,
         cfg.seed,
     )?;
-    let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
+    let curve = crate::reinforce::train_scheduled(&task, &net, cfg, schedule, on_iter)?;
     Ok((net, curve))
 }
 

@@ -10,6 +10,13 @@ use crate::checkpoint::{self, Encoding};
 use crate::error::RlError;
 use crate::net::{argmax, PolicyNet};
 
+/// DqnGPU reads the running jobs' time-varying demands and progress (it may start a job as
+/// another nears its end), so it is asked at every tick; DeepRM Max / Mean see constant
+/// demands, which change only with events.
+pub fn wants_every_tick(agent: AgentKind) -> bool {
+    agent == AgentKind::Dqngpu
+}
+
 /// A trained DqnGPU / DeepRM Max / DeepRM Mean agent.
 #[derive(Debug, Clone)]
 pub struct RlPolicy {
@@ -61,6 +68,10 @@ impl RlPolicy {
 impl Policy for RlPolicy {
     fn name(&self) -> &str {
         self.enc.agent.name()
+    }
+
+    fn wants_every_tick(&self) -> bool {
+        wants_every_tick(self.enc.agent)
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {

@@ -10,8 +10,10 @@
 
 use std::sync::Arc;
 
-use dqngpu_model::{AppProfile, ClusterView, JobId, QueuedJob, Resources};
+use dqngpu_model::{AppProfile, ClusterView, GpuSpec, JobId, QueuedJob, Resources};
 use serde::{Deserialize, Serialize};
+
+use super::guard::{GuardJob, SlowdownGuard};
 
 /// Which agent an encoding is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,17 +71,26 @@ pub struct GpuEncoding {
     pub job_slots: usize,
     /// The backlog (jobs beyond the M slots) is shown as min(count, this) / this.
     pub backlog_cap: usize,
+    /// DqnGPU's slowdown guard (`None`: off, the thesis's agent as published).
+    #[serde(default)]
+    pub guard: Option<SlowdownGuard>,
 }
 
 /// Scalars appended to each action's images: hold flag, jobs in the action / M, backlog,
-/// and per resource the share of rows where the action would overcommit the GPU.
-const EXTRAS: usize = 7;
+/// per resource the share of rows where the action would overcommit the GPU, and the
+/// guard's predicted worst slowdown (0 without a guard).
+const EXTRAS: usize = 8;
+
+/// The predicted-slowdown input saturates at this slowdown.
+const SLOWDOWN_INPUT_CAP: f64 = 0.1;
 
 impl GpuEncoding {
     /// The defaults for `agent`: T = 20 rows of 15 s (a 300 s horizon, the longest thesis
-    /// profiles), 10 cells per resource, M = 5.
+    /// profiles), 10 cells per resource, M = 5; DqnGPU with the 2% slowdown guard, DeepRM
+    /// Max / Mean as the thesis ran them (no guard).
     pub fn new(agent: AgentKind) -> Self {
-        GpuEncoding { agent, time_horizon: 20, row_s: 15.0, res_slots: 10, job_slots: 5, backlog_cap: 30 }
+        let guard = agent.combinations().then(SlowdownGuard::default);
+        GpuEncoding { agent, time_horizon: 20, row_s: 15.0, res_slots: 10, job_slots: 5, backlog_cap: 30, guard }
     }
 
     /// Checks the values are usable (M is at most 8: 2^M actions are scored every decision).
@@ -93,6 +104,9 @@ impl GpuEncoding {
         }
         if !(self.row_s.is_finite() && self.row_s > 0.0) {
             return bad("row_s", format!("must be a positive number of seconds, got {}", self.row_s));
+        }
+        if let Some(g) = &self.guard {
+            g.validate()?;
         }
         Ok(())
     }
@@ -177,11 +191,19 @@ pub struct Resident {
     pub app: String,
     /// Its demand rows.
     pub rows: Vec<Resources>,
+    /// Its profile.
+    pub profile: Arc<AppProfile>,
+    /// Progress, s of solo time.
+    pub progress_s: f64,
+    /// Wall time this run has lost to sharing so far, s.
+    pub lost_s: f64,
 }
 
 /// What the encoder knows of one GPU during a decision round.
 #[derive(Debug, Clone)]
 pub struct GpuRound {
+    /// The GPU.
+    pub spec: GpuSpec,
     /// Capacity of the GPU.
     pub capacity: Resources,
     /// Jobs running there (with those placed earlier in this round).
@@ -195,9 +217,15 @@ impl GpuRound {
         let residents = gpu
             .running
             .iter()
-            .map(|j| Resident { app: j.profile.app.name.clone(), rows: enc.rows(&j.profile, j.progress_s) })
+            .map(|j| Resident {
+                app: j.profile.app.name.clone(),
+                rows: enc.rows(&j.profile, j.progress_s),
+                profile: j.profile.clone(),
+                progress_s: j.progress_s,
+                lost_s: (view.now_s - j.started_s - j.progress_s).max(0.0),
+            })
             .collect();
-        GpuRound { capacity: gpu.spec.capacity(), residents }
+        GpuRound { spec: gpu.spec.clone(), capacity: gpu.spec.capacity(), residents }
     }
 
     /// Sum of the residents' rows.
@@ -240,14 +268,28 @@ impl Candidate {
     }
 }
 
+/// The GPU's residents and `members` (from their start) as the guard sees them.
+fn guard_jobs<'a>(round: &'a GpuRound, members: &[&'a Candidate]) -> Vec<GuardJob<'a>> {
+    let residents = round.residents.iter().map(|r| GuardJob {
+        app: &r.app,
+        profile: &r.profile,
+        progress_s: r.progress_s,
+        lost_s: r.lost_s,
+    });
+    let new = members.iter().map(|c| GuardJob { app: &c.app, profile: &c.profile, progress_s: 0.0, lost_s: 0.0 });
+    residents.chain(new).collect()
+}
+
 /// Writes every action's inputs into `obs` and which actions are allowed into `mask`.
 ///
 /// An action is allowed when its jobs exist, none was killed beside another app in the
-/// group, and the group fits the GPU: memory at every row (an overflow is an OOM kill), and
+/// group, and the group fits the GPU: memory at every row (an overflow is an OOM kill; with
+/// the slowdown guard, second by second as the guard predicts it instead), and
 /// for the thesis's agent the compute resources over the horizon as a whole (the thesis's
 /// capacity condition, sum_j r_jk T_j <= R_k T: overcommitting them only slows jobs down,
 /// which the agent learns to weigh); DeepRM Max / Mean keep DeepRM's rule, every resource at
-/// every row. Hold is always allowed except on an idle GPU while some job fits there.
+/// every row. With the guard, DqnGPU's groups must also pass it (see `guard.rs`). Hold is
+/// always allowed except on an idle GPU while some job fits there.
 pub fn encode(
     enc: &GpuEncoding,
     round: &GpuRound,
@@ -280,6 +322,7 @@ pub fn encode(
     }
     let backlog_v = backlog.min(enc.backlog_cap) as f32 / enc.backlog_cap as f32;
     let mut any_fits = false;
+    let mut refused: Vec<u32> = Vec::new();
     for a in 0..enc.n_actions() {
         let set = enc.subset(a);
         let members: Vec<&Candidate> = (0..m).filter(|i| set & (1 << i) != 0).filter_map(|i| slots.get(i)).collect();
@@ -323,11 +366,30 @@ pub fn encode(
         });
         let fits = match enc.agent {
             AgentKind::Dqngpu => {
-                over[1] == 0 && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9)
+                // With the guard, memory is checked second by second, drift included; the
+                // rows' maxima would also forbid short overlaps the guard proves safe (a
+                // job's loading phase beside another's last seconds).
+                (enc.guard.is_some() || over[1] == 0)
+                    && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9)
             }
             _ => over.iter().all(|&o| o == 0),
         };
-        mask[a] = exists && !conflict && fits && !members.is_empty();
+        let mut allowed = exists && !conflict && fits && !members.is_empty();
+        if let (Some(guard), true) = (&enc.guard, allowed) {
+            // A group holding a refused group is refused too (more jobs only slow each
+            // other more); subsets come first in action order, so this skips predictions.
+            if refused.iter().any(|&r| r & !set == 0) {
+                allowed = false;
+            } else {
+                let p = guard.predict(&round.spec, &guard_jobs(round, &members));
+                x[e + 7] = (p.worst_slowdown / SLOWDOWN_INPUT_CAP).min(1.0) as f32;
+                allowed = p.admitted;
+                if !allowed {
+                    refused.push(set);
+                }
+            }
+        }
+        mask[a] = allowed;
         any_fits |= mask[a];
     }
     mask[0] = !(round.residents.is_empty() && any_fits);

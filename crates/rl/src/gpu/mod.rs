@@ -3,6 +3,7 @@
 mod agent;
 mod encoding;
 mod env;
+mod guard;
 mod round;
 
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 pub use agent::RlPolicy;
 pub use encoding::{encode, AgentKind, Candidate, GpuEncoding, GpuRound, Resident};
 pub use env::{GpuEnv, GpuTask, REWARD_SCALE_S};
+pub use guard::{GuardJob, Prediction, SlowdownGuard};
 pub use round::Round;
 
 use dqngpu_interference::Interference;
@@ -64,7 +66,12 @@ pub fn train(
     cfg: &TrainConfig,
     on_iter: &mut dyn FnMut(&IterStats, &PolicyNet) -> bool,
 ) -> Result<(RlPolicy, Vec<IterStats>), RlError> {
-    let task = GpuTask::new(enc.clone(), cluster.clone(), library.clone(), interference, sets, SimConfig::default())?;
+    // Trained under the tick rule it will be run under.
+    let mut config = SimConfig::default();
+    if agent::wants_every_tick(enc.agent) {
+        config.tick_trigger = dqngpu_sim::TickTrigger::Always;
+    }
+    let task = GpuTask::new(enc.clone(), cluster.clone(), library.clone(), interference, sets, config)?;
     let net = PolicyNet::new(enc.obs_len(), &cfg.hidden, enc.n_actions(), Head::PerAction, cfg.seed)?;
     let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
     Ok((RlPolicy::new(enc.clone(), net)?, curve))

@@ -70,7 +70,13 @@ impl Round {
             if set & (1 << i) != 0 {
                 jobs.push(c.id);
                 self.taken.push(c.id);
-                round.residents.push(Resident { app: c.app.clone(), rows: c.rows.clone() });
+                round.residents.push(Resident {
+                    app: c.app.clone(),
+                    rows: c.rows.clone(),
+                    profile: c.profile.clone(),
+                    progress_s: 0.0,
+                    lost_s: 0.0,
+                });
             }
         }
         match self.placements.iter_mut().find(|p| p.gpu == self.gpu) {
