@@ -1,0 +1,54 @@
+//! `dqngpu train` with the real binary: the slowdown guard's flag reaches the checkpoint,
+//! and a bad value is refused naming the flag.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+fn test_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn train(dir: &Path, guard: &str) -> Output {
+    Command::new(BIN)
+        .args(["train", "--agent", "dqngpu", "--iterations", "1", "--jobsets", "1", "--jobsets-per-iter", "1"])
+        .args(["--episodes", "1", "--quiet", "--max-slowdown", guard, "-o"])
+        .arg(dir.join("m.safetensors"))
+        .output()
+        .unwrap()
+}
+
+fn guard_of(dir: &Path) -> Value {
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("m.json")).unwrap()).unwrap();
+    meta["encoding"]["guard"].clone()
+}
+
+#[test]
+fn max_slowdown_reaches_the_checkpoint() {
+    let d = test_dir("guard");
+    let o = train(&d, "5");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let g = guard_of(&d);
+    assert!((g["max_slowdown"].as_f64().unwrap() - 0.05).abs() < 1e-12, "{g}");
+    let o = train(&d, "off");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(guard_of(&d).is_null(), "off: no guard");
+}
+
+#[test]
+fn a_bad_max_slowdown_is_refused_naming_the_flag() {
+    let d = test_dir("bad");
+    for bad in ["abc", "NaN", "inf"] {
+        let o = train(&d, bad);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{bad} accepted");
+        assert!(err.contains("--max-slowdown") && err.contains(bad), "{bad}: {err}");
+        assert!(!d.join("m.safetensors").exists(), "nothing written for {bad}");
+    }
+}
