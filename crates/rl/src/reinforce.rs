@@ -162,6 +162,34 @@ fn episode_seed(seed: u64, iteration: usize, jobset: usize, episode: usize) -> u
     h
 }
 
+/// Observes the live episodes `live` into consecutive rows of `obs`/`mask` (row widths
+/// `d`, `a`), packing only those with a real choice; `rows` gets, per live episode, `Ok(its
+/// row)` or `Err(its only allowed action)`. Returns the number of packed rows.
+pub fn observe_batch(
+    live: &[usize],
+    obs: &mut [f32],
+    mask: &mut [bool],
+    (d, a): (usize, usize),
+    rows: &mut Vec<Result<usize, usize>>,
+    mut observe: impl FnMut(usize, &mut [f32], &mut [bool]),
+) -> usize {
+    rows.clear();
+    let mut n = 0;
+    for &e in live {
+        let (o, m) = (&mut obs[n * d..(n + 1) * d], &mut mask[n * a..(n + 1) * a]);
+        observe(e, o, m);
+        let mut allowed = m.iter().enumerate().filter(|(_, &ok)| ok).map(|(i, _)| i);
+        match (allowed.next(), allowed.next()) {
+            (Some(only), None) => rows.push(Err(only)),
+            _ => {
+                rows.push(Ok(n));
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// Runs `seeds.len()` episodes of `task`'s job set `jobset` in lockstep, batching the
 /// network's forward pass across them. With `record`, appends the decisions training needs
 /// (those with a choice). Decisions with one allowed action skip the network.
@@ -185,20 +213,7 @@ pub fn rollout<T: Task>(
     let mut rows: Vec<Result<usize, usize>> = Vec::with_capacity(seeds.len());
     let mut steps = 0;
     while !active.is_empty() && steps < max_steps {
-        rows.clear();
-        let mut n = 0;
-        for &e in &active {
-            let (o, m) = (&mut obs[n * d..(n + 1) * d], &mut mask[n * a..(n + 1) * a]);
-            envs[e].observe(o, m);
-            let mut allowed = m.iter().enumerate().filter(|(_, &ok)| ok).map(|(i, _)| i);
-            match (allowed.next(), allowed.next()) {
-                (Some(only), None) => rows.push(Err(only)),
-                _ => {
-                    rows.push(Ok(n));
-                    n += 1;
-                }
-            }
-        }
+        let n = observe_batch(&active, &mut obs, &mut mask, (d, a), &mut rows, |e, o, m| envs[e].observe(o, m));
         let probs = if n > 0 { net.probs(&obs[..n * d], &mask[..n * a], n)? } else { Vec::new() };
         let mut still = Vec::with_capacity(active.len());
         for (&e, row) in active.iter().zip(&rows) {

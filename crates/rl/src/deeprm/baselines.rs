@@ -100,20 +100,9 @@ pub fn validate(p: &DeepRmParams, sets: &[JobSequence], net: &PolicyNet, max_tim
             let mut live: Vec<usize> = (0..envs.len()).collect();
             let mut rows: Vec<Result<usize, usize>> = Vec::with_capacity(envs.len());
             while !live.is_empty() {
-                rows.clear();
-                let mut n = 0;
-                for &e in &live {
-                    envs[e].observe(&mut obs[n * d..(n + 1) * d], &mut mask[n * a..(n + 1) * a]);
-                    let m = &mask[n * a..(n + 1) * a];
-                    let mut allowed = m.iter().enumerate().filter(|(_, &ok)| ok).map(|(i, _)| i);
-                    match (allowed.next(), allowed.next()) {
-                        (Some(only), None) => rows.push(Err(only)),
-                        _ => {
-                            rows.push(Ok(n));
-                            n += 1;
-                        }
-                    }
-                }
+                let n = crate::reinforce::observe_batch(&live, &mut obs, &mut mask, (d, a), &mut rows, |e, o, m| {
+                    envs[e].observe(o, m)
+                });
                 let probs = if n > 0 { net.probs(&obs[..n * d], &mask[..n * a], n)? } else { Vec::new() };
                 for (&e, row) in live.iter().zip(&rows) {
                     let act = match *row {
