@@ -337,3 +337,41 @@ fn an_app_with_several_profiles_must_be_named_by_file() {
     assert!(text(&o).contains("app `bert` has 2 profiles (bert-a100, bert-h100)"), "{}", text(&o));
     ok(&["profile", "show", "bert-h100", "--library", lib.to_str().unwrap()]);
 }
+
+/// A profile beyond what any hardware has is refused by every command that reads profiles,
+/// `apps` included, with file, line and field; the built-in `lucid` library lists its
+/// configurations with no data folder beside the binary.
+#[test]
+fn impossible_profiles_are_refused_and_lucid_is_built_in() {
+    let header = "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n";
+    let cases = [
+        ("mem", "1,50,1e308,50,100\n", "gpu_mem_mib", "largest GPU"),
+        ("pcie", "1,50,1000,50,1e9\n", "pcie_mbps", "fastest PCIe link"),
+        ("sm", "1,50,1000,150,100\n", "sm_pct", "above 100%"),
+    ];
+    for (name, row, field, why) in cases {
+        let d = test_dir(&format!("impossible-{name}"));
+        std::fs::write(d.join("ok.csv"), format!("{header}0,50,1000,50,100\n1,60,1200,55,100\n")).unwrap();
+        std::fs::write(d.join("bad.csv"), format!("{header}0,50,1000,50,100\n{row}")).unwrap();
+        let lib = d.display().to_string();
+        for args in [
+            vec!["apps", "--library", &lib],
+            vec!["simulate", "--library", &lib, "--workload", "random", "--scheduler", "sjf", "--n-jobs", "3"],
+        ] {
+            let o = dqngpu(&args);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {t}");
+            assert!(
+                t.contains("bad.csv") && t.contains("line 3") && t.contains(field) && t.contains(why),
+                "{args:?}: {t}"
+            );
+        }
+    }
+    // Run from a folder with no shared data anywhere above it.
+    let d = test_dir("lucid-builtin");
+    let o = Command::new(BIN).args(["apps", "--library", "lucid"]).current_dir(&d).output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.matches("-amp").count(), 66, "{t}");
+    assert!(t.contains("ResNet50-ImageNet-bs128-amp0"), "{t}");
+}

@@ -5,7 +5,7 @@
 #![allow(missing_docs)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use dqngpu_interference::{Contention, Interference, JobLoad, Measured, NoInterference, PairTable};
+use dqngpu_interference::{Contention, Interference, JobLoad, Measured, NoInterference};
 use dqngpu_model::Resources;
 
 fn bench(c: &mut Criterion) {
@@ -18,9 +18,7 @@ fn bench(c: &mut Criterion) {
     ];
     let keys = ["MobileNetV3-ImageNet-bs32-amp0", "MobileNetV2-CIFAR-10-bs32-amp0", "LSTM-Wikitext2-bs64-amp0", "x"];
     let jobs: Vec<JobLoad> = keys.iter().zip(&d).map(|(k, d)| JobLoad { app: k, demand: d }).collect();
-    let measured = dqngpu_model::library::lucid::locate_data_dir()
-        .and_then(|dir| Measured::from_file(&dir.join(dqngpu_model::library::lucid::PAIRS_FILE)))
-        .unwrap_or_else(|_| Measured::new(PairTable::default(), Contention::default()));
+    let measured = Measured::builtin().unwrap_or_else(|e| panic!("{e}"));
     let models: [(&str, &dyn Interference); 3] =
         [("contention", &Contention::default()), ("measured", &measured), ("none", &NoInterference)];
     for (name, m) in models {

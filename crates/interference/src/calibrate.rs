@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::pairs::{read_pairs, PairsFile};
+use crate::pairs::{load_pairs, PairsFile};
 use crate::{Contention, ContentionParams, Interference, JobLoad};
 
 /// Folds in the random k-fold cross-validation.
@@ -289,16 +289,16 @@ pub struct CalibrationReport {
     pub speeds_above_one: usize,
 }
 
-/// Reads both files, fits, and validates.
-pub fn calibrate(pairs_path: &Path, solo_path: &Path) -> Result<CalibrationReport, ModelError> {
-    let pairs = read_pairs(pairs_path)?;
-    let solo = lucid::read_solo(solo_path)?;
+/// Reads both files (the built-in Lucid copies where a path is `None`), fits, and validates.
+pub fn calibrate(pairs_path: Option<&Path>, solo_path: Option<&Path>) -> Result<CalibrationReport, ModelError> {
+    let (pairs, pairs_file) = load_pairs(pairs_path)?;
+    let (solo, solo_file) = lucid::load_solo(solo_path)?;
     let obs = join(&pairs, &solo)?;
     let gpu = lucid_gpu()?;
     let params = fit(&obs, &gpu);
     Ok(CalibrationReport {
-        pairs_file: pairs_path.display().to_string(),
-        solo_file: solo_path.display().to_string(),
+        pairs_file,
+        solo_file,
         pairs: obs.len(),
         params,
         contention_mape_pct: contention_mape(&obs, &gpu, params),
@@ -380,12 +380,10 @@ mod tests {
         assert_eq!(fair_share(&obs[0]), [100.0 / 170.0; 2]);
     }
 
-    /// On the real shared pairs, the fit beats both references, in and out of sample.
+    /// On the built-in measured pairs, the fit beats both references, in and out of sample.
     #[test]
-    fn beats_references_on_shared_pairs() {
-        // The shared data sits beside every checkout (and CI's); a missing copy is a failure, not a skip.
-        let dir = lucid::locate_data_dir().expect("../shared/data must be present for this test");
-        let r = calibrate(&dir.join(lucid::PAIRS_FILE), &dir.join(lucid::SOLO_FILE)).unwrap();
+    fn beats_references_on_builtin_pairs() {
+        let r = calibrate(None, None).unwrap();
         assert_eq!(r.pairs, 1091);
         assert!(
             r.contention_mape_pct < r.fair_share_mape_pct && r.fair_share_mape_pct < r.no_slowdown_mape_pct,

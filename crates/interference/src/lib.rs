@@ -46,14 +46,14 @@ pub const MODEL_NAMES: [&str; 3] = ["contention", "measured", "none"];
 /// The default model's name.
 pub const DEFAULT_MODEL: &str = MODEL_NAMES[0];
 
-/// A model by name. `measured` reads the Lucid pairs from the located shared data (see
-/// [`dqngpu_model::library::lucid::locate_data_dir`]); use [`Measured::new`] to give a table.
+/// A model by name. `measured` uses the built-in Lucid pairs ([`Measured::builtin`]); use
+/// [`Measured::new`] to give a table.
 /// An unknown name is a usage error listing the valid names.
 pub fn by_name(name: &str) -> Result<Box<dyn Interference>, ModelError> {
     match name {
         "contention" => Ok(Box::new(Contention::default())),
         "none" => Ok(Box::new(NoInterference)),
-        "measured" => Ok(Box::new(Measured::from_shared_data()?)),
+        "measured" => Ok(Box::new(Measured::builtin()?)),
         other => Err(ModelError::UnknownName {
             what: "interference model",
             name: other.to_string(),

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use foldhash::fast::FixedState;
 use std::path::Path;
 
-use dqngpu_model::library::lucid::{locate_data_dir, PAIRS_FILE};
+use dqngpu_model::library::lucid::{PAIRS_CSV, PAIRS_FILE};
 use dqngpu_model::{GpuSpec, ModelError};
 
-use crate::pairs::{read_pairs, PairsFile};
+use crate::pairs::{parse_pairs_csv, read_pairs, PairsFile};
 use crate::{Contention, Interference, JobLoad, MIN_RATE};
 
 /// Measured pair speeds by app key, both orders; repeated pairs are averaged. Speeds above 1
@@ -79,9 +79,10 @@ impl Measured {
         Ok(Self::new(PairTable::from_pairs(&read_pairs(path)?), Contention::default()))
     }
 
-    /// Reads the table from the located shared data (`lucid/colocate_pairs.csv`).
-    pub fn from_shared_data() -> Result<Self, ModelError> {
-        Self::from_file(&locate_data_dir()?.join(PAIRS_FILE))
+    /// The table from the built-in Lucid pairs (`data/lucid/colocate_pairs.csv`).
+    pub fn builtin() -> Result<Self, ModelError> {
+        let pairs = parse_pairs_csv(PAIRS_CSV, Some(Path::new(PAIRS_FILE)))?;
+        Ok(Self::new(PairTable::from_pairs(&pairs), Contention::default()))
     }
 
     /// The table.

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use dqngpu_model::error::read_file;
-use dqngpu_model::library::lucid::config_key;
+use dqngpu_model::library::lucid::{config_key, PAIRS_CSV, PAIRS_FILE};
 use dqngpu_model::{Location, ModelError};
 
 /// Columns a pairs file must have.
@@ -126,6 +126,15 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
 /// Reads and parses a pairs file.
 pub fn read_pairs(path: &Path) -> Result<PairsFile, ModelError> {
     parse_pairs_csv(&read_file(path)?, Some(path))
+}
+
+/// Reads a pairs file, or the built-in Lucid pairs when `path` is `None`; also returns the name
+/// to show for it.
+pub fn load_pairs(path: Option<&Path>) -> Result<(PairsFile, String), ModelError> {
+    match path {
+        Some(p) => Ok((read_pairs(p)?, p.display().to_string())),
+        None => Ok((parse_pairs_csv(PAIRS_CSV, Some(Path::new(PAIRS_FILE)))?, PAIRS_FILE.to_string())),
+    }
 }
 
 /// The file as CSV with `pred_speed1,pred_speed2` set from `preds` (one per row): appended as

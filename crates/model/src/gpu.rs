@@ -42,7 +42,20 @@ const CATALOGUE: &[(&str, &str, &str, f64, u32, f64)] = &[
     ("a100-40", "NVIDIA A100 40GB", "Ampere", 40960.0, 6912, 32.0),
     ("a100-80", "NVIDIA A100 80GB", "Ampere", 81920.0, 6912, 32.0),
     ("h100", "NVIDIA H100 80GB", "Hopper", 81920.0, 16896, 64.0),
+    // 143,771 MiB is what NVML reports for the H200's 141 GB.
+    ("h200", "NVIDIA H200", "Hopper", 143771.0, 16896, 64.0),
 ];
+
+/// The most GPU memory any catalogue GPU has, MiB: a profile above it is not physical.
+pub fn max_memory_mib() -> f64 {
+    CATALOGUE.iter().map(|c| c.3).fold(0.0, f64::max)
+}
+
+/// The most PCIe throughput a profile can show, MB/s: both directions of the fastest link in the
+/// catalogue (profiles sum send and receive).
+pub fn max_pcie_mbps() -> f64 {
+    2.0 * 1000.0 * CATALOGUE.iter().map(|c| c.5).fold(0.0, f64::max)
+}
 
 /// Short aliases accepted on the command line.
 const ALIASES: &[(&str, &str)] =

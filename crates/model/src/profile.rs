@@ -189,8 +189,11 @@ impl AppProfile {
     }
 
     /// Checks the invariants: a name, a positive finite interval, at least one sample, every
-    /// value finite and non-negative, utilisation and SM within 0..=100.
+    /// value finite and non-negative and physically possible: utilisation and SM within 0..=100,
+    /// memory within the largest GPU in the catalogue, PCIe within the fastest link's two
+    /// directions.
     pub fn validate(&self) -> Result<()> {
+        let (max_mem, max_pcie) = (crate::gpu::max_memory_mib(), crate::gpu::max_pcie_mbps());
         let at = |field: &str| {
             let mut l = self.source.clone().unwrap_or_default();
             l.field = Some(field.to_string());
@@ -217,6 +220,10 @@ impl AppProfile {
                     Some(format!("{v} is negative"))
                 } else if matches!(r, Resource::GpuUtil | Resource::Sm) && v > 100.0 + 1e-9 {
                     Some(format!("{v} is above 100%"))
+                } else if r == Resource::GpuMem && v > max_mem {
+                    Some(format!("{v} MiB is more memory than the largest GPU has ({max_mem} MiB)"))
+                } else if r == Resource::Pcie && v > max_pcie {
+                    Some(format!("{v} MB/s is above the fastest PCIe link ({max_pcie} MB/s, both directions)"))
                 } else {
                     None
                 };

@@ -143,6 +143,40 @@ fn dcgm_gauges_filtered_by_pod_or_gpu() {
     assert!(e.contains("bert-infer-5c2a") && e.contains("resnet50-train-7d9f"), "{e}");
 }
 
+/// The exposition format's own layout: every sample of one metric family together (all
+/// scrapes, with timestamps), then the next family. Same readings as scrape-by-scrape order.
+#[test]
+fn dcgm_grouped_by_metric_family_matches_scrape_order() {
+    let text = std::fs::read_to_string(data("dcgm_gauges.prom")).unwrap();
+    let mut families: Vec<(String, Vec<&str>)> = Vec::new();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let fam = match l.strip_prefix("# HELP ").or(l.strip_prefix("# TYPE ")) {
+            Some(rest) => rest.split_whitespace().next().unwrap_or("").to_string(),
+            None if l.starts_with('#') => continue,
+            None => l.split(['{', ' ']).next().unwrap_or("").to_string(),
+        };
+        let is_meta = l.starts_with('#');
+        match families.iter_mut().find(|(f, _)| *f == fam) {
+            // HELP/TYPE once per family, as an exposition has them.
+            Some(_) if is_meta => {}
+            Some((_, ls)) => ls.push(l),
+            None => families.push((fam, vec![l])),
+        }
+    }
+    let grouped: String = families.iter().flat_map(|(_, ls)| ls.iter().map(|l| format!("{l}\n"))).collect();
+    assert_ne!(grouped, text, "the regrouped file must differ in order");
+    let by_pod = ImportOptions { pod: Some("resnet50-train-7d9f".into()), ..opts() };
+    let a = import("dcgm_gauges.prom", ImportFormat::Dcgm, &by_pod).unwrap();
+    let b = import_str(&grouped, Some(Path::new("grouped.prom")), ImportFormat::Dcgm, &by_pod).unwrap();
+    assert_eq!(a.profile.samples, b.profile.samples);
+    assert_eq!(a.profile.interval_s, b.profile.interval_s);
+    // A repeated sample (same series, time and value) is harmless.
+    let first_sample = text.lines().find(|l| l.starts_with("DCGM_FI_DEV_GPU_UTIL")).unwrap();
+    let repeated = format!("{grouped}{first_sample}\n");
+    let c = import_str(&repeated, Some(Path::new("grouped.prom")), ImportFormat::Dcgm, &by_pod).unwrap();
+    assert_eq!(c.profile.samples, a.profile.samples);
+}
+
 #[test]
 fn dcgm_counters_with_a_reset_and_scrape_separators() {
     let o = ImportOptions { pod: Some("lammps-md-0".into()), ..opts() };
@@ -196,9 +230,14 @@ fn bad_input_names_the_line() {
     assert!(e.contains("line 2") && e.contains("truncated"), "{e}");
     let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10\n", ImportFormat::Dcgm);
     assert!(e.contains("line 1") && e.contains("scrape at"), "{e}");
-    let e =
-        err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 2000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\n", ImportFormat::Dcgm);
-    assert!(e.contains("line 2") && e.contains("backwards"), "{e}");
+    let e = err(
+        "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 2000\nDCGM_FI_DEV_FB_USED{gpu=\"0\"} 5 2000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 12 2000\n",
+        ImportFormat::Dcgm,
+    );
+    assert!(
+        e.contains("line 3, field `DCGM_FI_DEV_GPU_UTIL`") && e.contains("two values") && e.contains("line 1"),
+        "{e}"
+    );
     let e = err("DCGM_FI_PROF_SM_ACTIVE{gpu=\"0\"} 45 1000\n", ImportFormat::Dcgm);
     assert!(e.contains("0..1"), "{e}");
     let dup = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"a\"} 10 1000\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\",pod=\"b\"} 20 1000\n";

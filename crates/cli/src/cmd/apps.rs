@@ -9,7 +9,7 @@ use super::Format;
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Library: `thesis`, `lucid` (read from the shared data), or a directory of profile files.
+    /// Library: `thesis`, `lucid` (built in, from data/lucid/), or a directory of profile files.
     #[arg(long, default_value = "thesis")]
     pub library: String,
     /// Output format.

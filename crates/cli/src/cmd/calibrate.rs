@@ -3,19 +3,17 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use dqngpu_interference::calibrate::{calibrate, CalibrationReport};
-use dqngpu_model::library::lucid::{locate_data_dir, PAIRS_FILE, SOLO_FILE};
 
 use super::Format;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Pairs CSV (Lucid `colocate_pairs.csv` columns). Default: the shared data's.
+    /// Pairs CSV (Lucid `colocate_pairs.csv` columns). Default: the built-in Lucid copy (data/lucid/).
     #[arg(long)]
     pub pairs: Option<PathBuf>,
-    /// Solo profiles CSV (Lucid `solo_profiles.csv` columns). Default: the shared data's.
+    /// Solo profiles CSV (Lucid `solo_profiles.csv` columns). Default: the built-in Lucid copy (data/lucid/).
     #[arg(long)]
     pub solo: Option<PathBuf>,
     /// Output format.
@@ -23,19 +21,9 @@ pub struct Args {
     pub format: Format,
 }
 
-/// The pairs and solo paths: as given, else from the located shared data.
-pub fn data_paths(pairs: Option<PathBuf>, solo: Option<PathBuf>) -> anyhow::Result<(PathBuf, PathBuf)> {
-    if let (Some(p), Some(s)) = (&pairs, &solo) {
-        return Ok((p.clone(), s.clone()));
-    }
-    let dir = locate_data_dir().context("no --pairs/--solo given, so the shared data folder is needed")?;
-    Ok((pairs.unwrap_or_else(|| dir.join(PAIRS_FILE)), solo.unwrap_or_else(|| dir.join(SOLO_FILE))))
-}
-
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (pairs, solo) = data_paths(args.pairs, args.solo)?;
-    let report = calibrate(&pairs, &solo)?;
+    let report = calibrate(args.pairs.as_deref(), args.solo.as_deref())?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => print!("{}", table(&report)),

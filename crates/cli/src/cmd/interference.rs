@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use dqngpu_interference::calibrate::predict_file;
-use dqngpu_interference::pairs::{read_pairs, with_predictions};
-use dqngpu_interference::{by_name, Interference, Measured};
+use dqngpu_interference::pairs::{load_pairs, with_predictions};
+use dqngpu_interference::{by_name, Contention, Interference, Measured, PairTable};
 use dqngpu_model::error::write_file_atomic;
-use dqngpu_model::library::lucid::read_solo;
+use dqngpu_model::library::lucid::load_solo;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -25,10 +25,10 @@ enum Command {
 /// Arguments of `interference predict`.
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
-    /// Pairs CSV. Default: the shared data's `lucid/colocate_pairs.csv`.
+    /// Pairs CSV. Default: the built-in Lucid pairs (data/lucid/).
     #[arg(long)]
     pub pairs: Option<PathBuf>,
-    /// Solo profiles CSV. Default: the shared data's `lucid/solo_profiles.csv`.
+    /// Solo profiles CSV. Default: the built-in Lucid solo profiles (data/lucid/).
     #[arg(long)]
     pub solo: Option<PathBuf>,
     /// Output file (default: standard output).
@@ -47,12 +47,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn predict(a: PredictArgs) -> anyhow::Result<()> {
-    let (pairs_path, solo_path) = super::calibrate::data_paths(a.pairs, a.solo)?;
-    let pairs = read_pairs(&pairs_path)?;
-    let solo = read_solo(&solo_path)?;
+    let (pairs, _) = load_pairs(a.pairs.as_deref())?;
+    let (solo, _) = load_solo(a.solo.as_deref())?;
     let model: Box<dyn Interference> = match a.model.as_str() {
         // `measured` reads the table from the pairs file being predicted.
-        "measured" => Box::new(Measured::from_file(&pairs_path)?),
+        "measured" => Box::new(Measured::new(PairTable::from_pairs(&pairs), Contention::default())),
         other => by_name(other)?,
     };
     let preds = predict_file(model.as_ref(), &pairs, &solo)?;

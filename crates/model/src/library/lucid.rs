@@ -1,5 +1,5 @@
 //! The Lucid solo profiles: 66 DL training configurations measured alone on one RTX 3090
-//! (`../shared/data/lucid/solo_profiles.csv`), read at run time and turned into steady profiles.
+//! (the repository's `data/lucid/solo_profiles.csv`, compiled in), turned into steady profiles.
 //!
 //! Lucid measured GPU util, memory-bandwidth util and peak memory only. The SM column is set to
 //! the GPU util and PCIe to 0 (both assumed; see docs/PROFILES.md). Durations are assumed from
@@ -15,14 +15,18 @@ use crate::error::{read_file, Location, ModelError, Result};
 use crate::profile::{AppInfo, AppKind, AppProfile, RecordedOn};
 use crate::resources::Resources;
 
-/// Environment variable naming the shared data folder (the one holding `lucid/`).
-pub const DATA_DIR_ENV: &str = "DQNGPU_DATA_DIR";
+/// Where the built-in solo file came from (shown in errors and reports); the text is
+/// compiled in from the repository's `data/lucid/` (S-Lab License 1.0, see data/README.md).
+pub const SOLO_FILE: &str = "data/lucid/solo_profiles.csv (built in)";
 
-/// The solo file, relative to the shared data folder.
-pub const SOLO_FILE: &str = "lucid/solo_profiles.csv";
+/// Where the built-in pairs file came from.
+pub const PAIRS_FILE: &str = "data/lucid/colocate_pairs.csv (built in)";
 
-/// The pairs file, relative to the shared data folder.
-pub const PAIRS_FILE: &str = "lucid/colocate_pairs.csv";
+/// The built-in copy of Lucid's solo profiles.
+pub const SOLO_CSV: &str = include_str!("../../../../data/lucid/solo_profiles.csv");
+
+/// The built-in copy of Lucid's measured pairs.
+pub const PAIRS_CSV: &str = include_str!("../../../../data/lucid/colocate_pairs.csv");
 
 /// Assumed solo duration per Lucid size label (0, 1, 2), seconds: Lucid gives speeds in
 /// iterations/s but not job lengths, so we pick lengths that grow with the size class.
@@ -69,49 +73,6 @@ pub fn config_key(model: &str, dataset: &str, batchsize: u32, amp: u8) -> String
 /// to GPU util; PCIe assumed 0 (not measured).
 pub fn steady_demand(c: &SoloConfig) -> Resources {
     Resources::new(c.gpu_util_pct, c.gmem_mib, c.gpu_util_pct, 0.0)
-}
-
-/// Finds the shared data folder: `$DQNGPU_DATA_DIR`, else `../shared/data` from the current
-/// directory, else a `shared/data` folder found walking up from the current directory and from
-/// the executable. The error names every place looked.
-pub fn locate_data_dir() -> Result<PathBuf> {
-    let mut looked = Vec::new();
-    if let Some(v) = std::env::var_os(DATA_DIR_ENV) {
-        let p = PathBuf::from(v);
-        if p.is_dir() {
-            return Ok(p);
-        }
-        return Err(ModelError::invalid(
-            Location { path: Some(p.clone()), line: None, field: Some(DATA_DIR_ENV.into()) },
-            format!("{DATA_DIR_ENV} points at `{}`, which is not a directory", p.display()),
-        ));
-    }
-    looked.push(format!("${DATA_DIR_ENV} (unset)"));
-    let mut starts = Vec::new();
-    if let Ok(cwd) = std::env::current_dir() {
-        let rel = cwd.join("../shared/data");
-        if rel.is_dir() {
-            return Ok(rel);
-        }
-        looked.push(rel.display().to_string());
-        starts.push(cwd);
-    }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        starts.push(dir);
-    }
-    for start in starts {
-        for dir in start.ancestors() {
-            let cand = dir.join("shared/data");
-            if cand.is_dir() {
-                return Ok(cand);
-            }
-        }
-        looked.push(format!("shared/data in every folder above {}", start.display()));
-    }
-    Err(ModelError::invalid(
-        Location { field: Some(DATA_DIR_ENV.into()), ..Default::default() },
-        format!("shared data folder not found; set {DATA_DIR_ENV}. Looked in: {}", looked.join("; ")),
-    ))
 }
 
 /// Parses `solo_profiles.csv`. Required columns: model, dataset, batchsize, amp, gpu_util,
@@ -236,14 +197,27 @@ pub fn profile_of(c: &SoloConfig, path: Option<&Path>) -> Result<AppProfile> {
     Ok(p)
 }
 
-/// The `lucid` library, read from `path` (a solo-profiles CSV) or the located shared data.
+/// The built-in solo configurations.
+pub fn builtin_solo() -> Result<Vec<SoloConfig>> {
+    parse_solo_csv(SOLO_CSV, Some(Path::new(SOLO_FILE)))
+}
+
+/// Reads a solo-profiles file, or the built-in one when `path` is `None`; also returns the name
+/// to show for it.
+pub fn load_solo(path: Option<&Path>) -> Result<(Vec<SoloConfig>, String)> {
+    match path {
+        Some(p) => Ok((read_solo(p)?, p.display().to_string())),
+        None => Ok((builtin_solo()?, SOLO_FILE.to_string())),
+    }
+}
+
+/// The `lucid` library, read from `path` (a solo-profiles CSV) or the built-in copy.
 /// Classes are derived with the thesis's thresholds against the RTX 3090's 24 GiB.
 pub fn library(path: Option<&Path>) -> Result<AppLibrary> {
-    let path = match path {
-        Some(p) => p.to_path_buf(),
-        None => locate_data_dir()?.join(SOLO_FILE),
+    let (configs, path) = match path {
+        Some(p) => (read_solo(p)?, p.to_path_buf()),
+        None => (builtin_solo()?, PathBuf::from(SOLO_FILE)),
     };
-    let configs = read_solo(&path)?;
     let mut apps = BTreeMap::new();
     for c in &configs {
         apps.insert(c.key(), Arc::new(profile_of(c, Some(&path))?));
@@ -293,11 +267,8 @@ mod tests {
     }
 
     #[test]
-    fn shared_data_library_has_66_configs() {
-        // Runs against the real shared data when this checkout sits beside it.
-        // The shared data sits beside every checkout (and CI's); a missing copy is a failure, not a skip.
-        let dir = locate_data_dir().expect("../shared/data must be present for this test");
-        let lib = library(Some(&dir.join(SOLO_FILE))).unwrap();
+    fn builtin_library_has_66_configs() {
+        let lib = library(None).unwrap();
         assert_eq!(lib.apps.len(), 66);
         let all = &lib.classes[&crate::job::WorkloadClass::Random];
         assert_eq!(all.len(), 66);

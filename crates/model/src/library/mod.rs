@@ -1,7 +1,7 @@
 //! App libraries: named sets of profiles that job sets draw from, with workload classes.
 //!
 //! Built in: `thesis` (the thesis's 11 apps on a Titan Xp) and `lucid` (65 measured RTX 3090
-//! configurations, read from the shared data at run time). A directory of profile files is a
+//! configurations, compiled in from data/lucid/). A directory of profile files is a
 //! library too (`--library DIR`).
 
 mod dir;

@@ -10,7 +10,9 @@
 //!
 //! Time: each sample's Prometheus timestamp (ms since the epoch) when it has one; otherwise
 //! the latest `# scrape at T` comment before it (T in Unix seconds, or `YYYY-MM-DDTHH:MM:SS`).
-//! Samples of one GPU at one time form one reading. Labels: `gpu` (required), `pod` or
+//! Samples of one GPU at one time form one reading. Samples may come in any order (the
+//! exposition format groups them by metric family); readings are put in time order, and only
+//! a true conflict (one series with two different values at one time) is refused. Labels: `gpu` (required), `pod` or
 //! `exported_pod` (filtered by `--pod`), `container` or `exported_container` (`--container`),
 //! `modelName` and `Hostname` (recorded-on info).
 
@@ -128,6 +130,7 @@ pub fn parse_sample(l: &str) -> Result<Sample, String> {
     Ok(Sample { name, labels, value, timestamp_ms })
 }
 
+/// One reading: the samples of one GPU at one time.
 #[derive(Default)]
 struct Group {
     gpu: u32,
@@ -136,6 +139,8 @@ struct Group {
     values: [Option<f64>; 4],
     tx: Option<f64>,
     rx: Option<f64>,
+    /// Per slot (the four values, TX, RX): the line that set it and its series' label set.
+    origin: [Option<(u64, Vec<(String, String)>)>; 6],
 }
 
 fn parse_scrape_time(s: &str) -> Option<i64> {
@@ -147,16 +152,127 @@ fn parse_scrape_time(s: &str) -> Option<i64> {
     (secs.is_finite() && secs.abs() < 1e15).then(|| (secs * 1000.0).round() as i64)
 }
 
+/// The slot a used metric fills (the four resource values, then TX, RX); `None` for others.
+fn slot_of(name: &str) -> Option<usize> {
+    match name {
+        UTIL => Some(index_of(Resource::GpuUtil)),
+        FB_USED => Some(index_of(Resource::GpuMem)),
+        SM_ACTIVE => Some(index_of(Resource::Sm)),
+        PCIE_TX => Some(4),
+        PCIE_RX => Some(5),
+        _ => None,
+    }
+}
+
+/// Checks a used metric's value range; NaN means "no value" and is passed through.
+fn check_range(s: &Sample) -> Result<Option<f64>, String> {
+    if s.value.is_nan() {
+        return Ok(None);
+    }
+    let v = s.value;
+    let (max, range) = match s.name.as_str() {
+        UTIL => (Some(100.0), "0..100"),
+        SM_ACTIVE => (Some(1.0), "0..1 (a ratio)"),
+        _ => (None, ">= 0"),
+    };
+    if !v.is_finite() || v < 0.0 || max.is_some_and(|m| v > m + 1e-9) {
+        return Err(format!("{v} is outside {range}"));
+    }
+    Ok(Some(if s.name == SM_ACTIVE { v * 100.0 } else { v }))
+}
+
+/// The readings being assembled. The exposition format groups samples by metric family, so a
+/// file of many timestamped scrapes holds each family's whole history before the next family:
+/// samples are grouped by (GPU, time) in any order and sorted by time at the end.
+#[derive(Default)]
+struct Readings {
+    groups: Vec<Group>,
+    open: HashMap<(u32, i64), usize>,
+    devices: BTreeMap<u32, DeviceHint>,
+}
+
+impl Readings {
+    /// Adds one sample of a used metric (slot from [`slot_of`]) at `t_ms`.
+    fn add(
+        &mut self,
+        s: &Sample,
+        slot: usize,
+        gpu: u32,
+        t_ms: i64,
+        line: u64,
+        path: Option<&Path>,
+    ) -> Result<(), ModelError> {
+        let dev = self.devices.entry(gpu).or_default();
+        if let Some(m) = s.label("modelName") {
+            dev.name = Some(m.to_string());
+        }
+        if let Some(h) = s.label("Hostname") {
+            dev.node = Some(h.to_string());
+        }
+        let v = check_range(s).map_err(|m| invalid(path, line, Some(&s.name), m))?;
+        let groups = &mut self.groups;
+        let gi = *self.open.entry((gpu, t_ms)).or_insert_with(|| {
+            groups.push(Group { gpu, t_ms, line, ..Default::default() });
+            groups.len() - 1
+        });
+        let g = &mut groups[gi];
+        let current = match slot {
+            4 => &mut g.tx,
+            5 => &mut g.rx,
+            k => &mut g.values[k],
+        };
+        if let Some((first, labels)) = &g.origin[slot] {
+            if *labels != s.labels {
+                return Err(invalid(
+                    path,
+                    line,
+                    Some(&s.name),
+                    format!("{} appears twice for GPU {gpu} at one time (line {first} too: several pods or containers?); filter with --pod or --container", s.name),
+                ));
+            }
+            // The same series at the same time again: a repeat is harmless, a new value a conflict.
+            let same = match (*current, v) {
+                (Some(a), Some(b)) => a == b,
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            if !same {
+                return Err(invalid(
+                    path,
+                    line,
+                    Some(&s.name),
+                    format!(
+                        "{} for GPU {gpu} at {t_ms} ms has two values: {} here, {} on line {first}",
+                        s.name,
+                        fmt_value(v),
+                        fmt_value(*current)
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        *current = v;
+        g.origin[slot] = Some((line, s.labels.clone()));
+        g.line = g.line.min(line);
+        Ok(())
+    }
+
+    /// The readings in time order (then GPU), each GPU's times distinct.
+    fn into_sorted(mut self) -> (Vec<Group>, BTreeMap<u32, DeviceHint>) {
+        self.groups.sort_by_key(|g| (g.t_ms, g.gpu));
+        (self.groups, self.devices)
+    }
+}
+
+fn fmt_value(v: Option<f64>) -> String {
+    v.map_or_else(|| "NaN".to_string(), |v| v.to_string())
+}
+
 /// Parses the scrapes.
 pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
-    let mut parsed = Parsed::default();
     let mut types: HashMap<String, String> = HashMap::new();
     let mut scrape_ms: Option<i64> = None;
-    let mut groups: Vec<Group> = Vec::new();
-    let mut open: HashMap<(u32, i64), usize> = HashMap::new();
-    let mut last_t: HashMap<u32, (i64, u64)> = HashMap::new();
+    let mut readings = Readings::default();
     let mut pods_seen = BTreeSet::new();
-    let mut devices: BTreeMap<u32, DeviceHint> = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i as u64 + 1;
         let l = raw.trim();
@@ -178,13 +294,7 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             continue;
         }
         let s = parse_sample(l).map_err(|m| invalid(path, line, None, m))?;
-        let k = match s.name.as_str() {
-            UTIL => index_of(Resource::GpuUtil),
-            FB_USED => index_of(Resource::GpuMem),
-            SM_ACTIVE => index_of(Resource::Sm),
-            PCIE_TX | PCIE_RX => usize::MAX,
-            _ => continue,
-        };
+        let Some(slot) = slot_of(&s.name) else { continue };
         let pod = s.label("pod").or(s.label("exported_pod")).filter(|p| !p.is_empty());
         if let Some(p) = pod {
             pods_seen.insert(p.to_string());
@@ -207,62 +317,9 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                 "sample has no timestamp and no `# scrape at <unix seconds>` line comes before it",
             )
         })?;
-        if let Some(&(prev, prev_line)) = last_t.get(&gpu) {
-            if t_ms < prev {
-                return Err(invalid(
-                    path,
-                    line,
-                    Some("timestamp"),
-                    format!("time goes backwards for GPU {gpu} ({} ms before line {prev_line}); scrapes must be in time order", prev - t_ms),
-                ));
-            }
-        }
-        last_t.insert(gpu, (t_ms, line));
-        let gi = *open.entry((gpu, t_ms)).or_insert_with(|| {
-            groups.push(Group { gpu, t_ms, line, ..Default::default() });
-            groups.len() - 1
-        });
-        let grp = &mut groups[gi];
-        let dev = devices.entry(gpu).or_default();
-        if let Some(m) = s.label("modelName") {
-            dev.name = Some(m.to_string());
-        }
-        if let Some(h) = s.label("Hostname") {
-            dev.node = Some(h.to_string());
-        }
-        let v = if s.value.is_nan() { None } else { Some(s.value) };
-        if let Some(v) = v {
-            let max = match s.name.as_str() {
-                UTIL => Some(100.0),
-                SM_ACTIVE => Some(1.0),
-                _ => None,
-            };
-            if !v.is_finite() || v < 0.0 || max.is_some_and(|m| v > m + 1e-9) {
-                let range = if s.name == SM_ACTIVE {
-                    "0..1 (a ratio)"
-                } else if s.name == UTIL {
-                    "0..100"
-                } else {
-                    ">= 0"
-                };
-                return Err(invalid(path, line, Some(&s.name), format!("{v} is outside {range}")));
-            }
-        }
-        let slot = match s.name.as_str() {
-            PCIE_TX => &mut grp.tx,
-            PCIE_RX => &mut grp.rx,
-            _ => &mut grp.values[k],
-        };
-        if slot.is_some() {
-            return Err(invalid(
-                path,
-                line,
-                Some(&s.name),
-                format!("{} appears twice for GPU {gpu} in one scrape (several pods or containers?); filter with --pod or --container", s.name),
-            ));
-        }
-        *slot = v.map(|v| if s.name == SM_ACTIVE { v * 100.0 } else { v });
+        readings.add(&s, slot, gpu, t_ms, line, path)?;
     }
+    let (mut groups, devices) = readings.into_sorted();
     if groups.is_empty() {
         let why = match &opts.pod {
             Some(p) => format!(
@@ -273,6 +330,7 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         };
         return Err(ModelError::invalid(loc(path, None, None), why));
     }
+    let mut parsed = Parsed::default();
     pcie_rates(&mut groups, &types, &mut parsed.notes);
     parsed.observations = groups
         .iter()
