@@ -30,6 +30,9 @@ impl Drop for TempDir {
 fn run_quick(out: &Path) -> Value {
     let o = Command::new(BIN).args(["experiment", "--quick", "--no-progress", "--out"]).arg(out).output().unwrap();
     assert!(o.status.success(), "experiment --quick failed: {}", String::from_utf8_lossy(&o.stderr));
+    // The terminal table leads with what users ask first.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("mean_jct_s") && stdout.contains("slowed>10%"), "{stdout}");
     let text = std::fs::read_to_string(out.join("results.json")).unwrap();
     serde_json::from_str(&text).expect("results.json parses")
 }
@@ -142,6 +145,20 @@ fn quick_experiment_writes_consistent_files_and_replays() {
         assert_eq!(mine.len() as f64, f(&js["seeds"]));
         let mean = mine.iter().map(|r| f(&r["makespan_s"])).sum::<f64>() / mine.len() as f64;
         assert!((mean - f(&js["makespan_s_mean"])).abs() < 1e-6);
+        // Mean JCT (finish - submit) from the jobs themselves, and the share slowed over 10%.
+        let jct = |r: &Value| {
+            let js: Vec<f64> =
+                r["jobs"].as_array().unwrap().iter().map(|j| f(&j["finish_s"]) - f(&j["submit_s"])).collect();
+            js.iter().sum::<f64>() / js.len() as f64
+        };
+        let mean_jct = mine.iter().map(|r| jct(r)).sum::<f64>() / mine.len() as f64;
+        assert!((mean_jct - f(&js["mean_jct_s_mean"])).abs() < 1e-6, "{mean_jct} vs {}", js["mean_jct_s_mean"]);
+        let slowed = |r: &Value| {
+            let j = r["jobs"].as_array().unwrap();
+            100.0 * j.iter().filter(|j| f(&j["exec_slowdown"]) > 1.10).count() as f64 / j.len() as f64
+        };
+        let mean_slowed = mine.iter().map(|r| slowed(r)).sum::<f64>() / mine.len() as f64;
+        assert!((mean_slowed - f(&js["slowed_over_10_pct_mean"])).abs() < 1e-6);
         for r in &mine {
             assert_eq!(
                 r["jobs"].as_array().unwrap().len() as u64,

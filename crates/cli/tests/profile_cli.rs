@@ -375,3 +375,25 @@ fn impossible_profiles_are_refused_and_lucid_is_built_in() {
     assert_eq!(t.matches("-amp").count(), 66, "{t}");
     assert!(t.contains("ResNet50-ImageNet-bs128-amp0"), "{t}");
 }
+
+/// `simulate`'s table shows mean JCT and the share of jobs slowed over 10%, the same numbers
+/// as its JSON.
+#[test]
+fn simulate_table_shows_mean_jct_and_slowed_share() {
+    let args = ["simulate", "--workload", "gpu_light", "--scheduler", "tetris", "--n-jobs", "8", "--seed", "4"];
+    let table = ok(&args);
+    let header = table.lines().find(|l| l.starts_with("scheduler")).unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(&cols[..4], ["scheduler", "mean_jct_s", "makespan_s", "slowed>10%"], "{table}");
+    let row: Vec<&str> = table.lines().find(|l| l.starts_with("tetris")).unwrap().split_whitespace().collect();
+    let json: Value = serde_json::from_str(&ok(&[&args[..], &["--format", "json"]].concat())).unwrap();
+    let r = &json;
+    let jobs = r["jobs"].as_array().unwrap();
+    let jct = jobs.iter().map(|j| j["finish_s"].as_f64().unwrap() - j["submit_s"].as_f64().unwrap()).sum::<f64>()
+        / jobs.len() as f64;
+    assert!((r["mean_jct_s"].as_f64().unwrap() - jct).abs() < 1e-9);
+    assert_eq!(row[1], format!("{jct:.1}"));
+    let slowed =
+        100.0 * jobs.iter().filter(|j| j["exec_slowdown"].as_f64().unwrap() > 1.10).count() as f64 / jobs.len() as f64;
+    assert_eq!(row[3], format!("{slowed:.1}%"));
+}

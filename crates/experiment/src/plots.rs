@@ -386,12 +386,12 @@ impl Chart for TimelineChart {
         let util = RGBColor(31, 119, 180);
         let mem = RGBColor(255, 127, 14);
         chart
-            .draw_series(LineSeries::new(on_axes(&self.t_s, &self.gpu_util_pct), util.stroke_width(2)))
+            .draw_series(segments(on_axes(&self.t_s, &self.gpu_util_pct), util.stroke_width(2)))
             .map_err(err)?
             .label("GPU utilisation (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], util.stroke_width(3)));
         chart
-            .draw_series(LineSeries::new(on_axes(&self.t_s, &self.gpu_mem_pct), mem.stroke_width(2)))
+            .draw_series(segments(on_axes(&self.t_s, &self.gpu_mem_pct), mem.stroke_width(2)))
             .map_err(err)?
             .label("GPU memory in use (%)")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], mem.stroke_width(3)));
@@ -466,8 +466,8 @@ impl Chart for CurveChart {
         for CurveSeries { name, colour, points } in &self.series {
             let c = scheduler_colour(*colour);
             chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()),
+                .draw_series(segments(
+                    points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect(),
                     c.stroke_width(2),
                 ))
                 .map_err(err)?
@@ -476,6 +476,13 @@ impl Chart for CurveChart {
         }
         legend_box(&mut chart, SeriesLabelPosition::UpperRight)
     }
+}
+
+/// A thick polyline as separate two-point segments. plotters joins the segments of one thick
+/// path with miters, and at an acute corner (a job that runs for a moment) the miter shoots far
+/// past the frame; separate segments have no joins, so every pixel stays near its segment.
+fn segments(points: Vec<(f64, f64)>, style: ShapeStyle) -> Vec<PathElement<(f64, f64)>> {
+    points.windows(2).map(|w| PathElement::new(vec![w[0], w[1]], style)).collect()
 }
 
 /// Points of a timeline that plotters can draw inside the axes: plotters does not clip, so a
@@ -487,6 +494,67 @@ fn on_axes(t_s: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Decodes a PNG written by [`write_chart`] into (width, height, RGB bytes).
+    fn decode(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+        let mut r = png::Decoder::new(bytes).read_info().unwrap();
+        let mut buf = vec![0; r.output_buffer_size()];
+        let info = r.next_frame(&mut buf).unwrap();
+        buf.truncate(info.buffer_size());
+        (info.width, info.height, buf)
+    }
+
+    /// A step-shaped timeline (jobs start and stop at once) must stay inside the frame: thick
+    /// lines with sharp corners used to draw miter spikes above the top border and below the
+    /// x axis.
+    #[test]
+    fn timeline_steps_stay_inside_the_frame() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t_s = Vec::new();
+        let (mut util, mut mem) = (Vec::new(), Vec::new());
+        for k in 0..60 {
+            let t = k as f64 * 10.0;
+            let (u, m) = if k % 4 < 2 { (95.0, 80.0) } else { (0.0, 2.0) };
+            // Two points at each step: a vertical jump, then a flat run.
+            t_s.extend([t, t + 10.0]);
+            util.extend([u, u]);
+            mem.extend([m, m]);
+        }
+        // Narrow spikes (a job that runs for a moment): very acute corners, a pixel or so wide.
+        for k in 0..40 {
+            let t = 600.0 + k as f64 * 5.0;
+            let w = 0.3 + 0.4 * (k % 5) as f64;
+            t_s.extend([t, t + w, t + 2.0 * w, t + 5.0]);
+            util.extend([0.0, 100.0, 0.0, 0.0]);
+            mem.extend([1.0, 90.0, 1.0, 1.0]);
+        }
+        // Near-vertical zigzags between full and empty.
+        for k in 0..200 {
+            let t = 800.0 + k as f64 * 0.7;
+            t_s.push(t);
+            util.push(if k % 2 == 0 { 100.0 } else { 0.0 });
+            mem.push(if k % 3 == 0 { 95.0 } else { 0.0 });
+        }
+        let tl = TimelineChart { title: "steps".into(), t_s, gpu_util_pct: util, gpu_mem_pct: mem };
+        let p = write_chart(&tl, dir.path(), "timeline", "T").unwrap();
+        let (w, h, rgb) = decode(&p.png_bytes);
+        let series = [RGBColor(31, 119, 180), RGBColor(255, 127, 14)];
+        let near = |x: usize, y: usize| {
+            let i = (y * w as usize + x) * 3;
+            series.iter().any(|c| {
+                (rgb[i] as i32 - c.0 as i32).abs() < 40
+                    && (rgb[i + 1] as i32 - c.1 as i32).abs() < 40
+                    && (rgb[i + 2] as i32 - c.2 as i32).abs() < 40
+            })
+        };
+        // The caption band above the frame and the tick-label band below the x axis hold no
+        // series colour.
+        for y in (0..34).chain(h as usize - 40..h as usize) {
+            for x in 0..w as usize {
+                assert!(!near(x, y), "series colour at ({x}, {y}) outside the plotting area");
+            }
+        }
+    }
 
     #[test]
     fn writes_svg_and_png_of_every_chart_kind() {

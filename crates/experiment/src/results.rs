@@ -95,6 +95,26 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Mean job completion time (finish - submit) over the finished jobs, s (0 with none).
+    pub fn mean_jct_s(&self) -> f64 {
+        let jcts: Vec<f64> = self.jobs.iter().filter_map(|j| j.finish_s.map(|f| f - j.submit_s)).collect();
+        if jcts.is_empty() {
+            0.0
+        } else {
+            mean(&jcts)
+        }
+    }
+
+    /// Share of the finished jobs whose execution slowdown exceeds 1.10, % (0 with none).
+    pub fn slowed_over_10_pct(&self) -> f64 {
+        let s: Vec<f64> = self.jobs.iter().filter_map(|j| j.exec_slowdown).collect();
+        if s.is_empty() {
+            0.0
+        } else {
+            100.0 * s.iter().filter(|&&x| x > 1.10).count() as f64 / s.len() as f64
+        }
+    }
+
     /// Makespan / util bound (below 1 when sharing overlaps kernels; see docs/SIMULATOR.md).
     pub fn ratio_to_lower_bound(&self) -> f64 {
         if self.lower_bound_s > 0.0 {
@@ -216,10 +236,19 @@ pub struct SummaryRow {
     pub no_slowdown_jobs_mean: f64,
     /// Wall-clock training time of the scheduler, s (0 for heuristics).
     pub train_s: f64,
+    /// Mean over seeds of the mean job completion time (finish - submit), s.
+    #[serde(default)]
+    pub mean_jct_s_mean: f64,
+    /// Its 95% CI half-width.
+    #[serde(default)]
+    pub mean_jct_s_ci95: f64,
+    /// Mean over seeds of the share of jobs slowed by more than 10%, %.
+    #[serde(default)]
+    pub slowed_over_10_pct_mean: f64,
 }
 
 /// The `summary.csv` columns, in order.
-pub const SUMMARY_COLUMNS: [&str; 15] = [
+pub const SUMMARY_COLUMNS: [&str; 18] = [
     "workload",
     "scheduler",
     "seeds",
@@ -235,6 +264,9 @@ pub const SUMMARY_COLUMNS: [&str; 15] = [
     "avg_gpu_util_pct_ci95",
     "avg_gpu_mem_util_pct_ci95",
     "jobs_per_set",
+    "mean_jct_s_mean",
+    "mean_jct_s_ci95",
+    "slowed_over_10_pct_mean",
 ];
 
 /// Cost of one scheduler under one assumption (thesis Fig. 17).
@@ -333,6 +365,7 @@ pub fn summarise(
             let mk = col(&|r| r.makespan_s);
             let util = col(&|r| r.avg_gpu_util_pct);
             let mem = col(&|r| r.avg_gpu_mem_util_pct);
+            let jct = col(&RunRecord::mean_jct_s);
             rows.push(SummaryRow {
                 workload: c.clone(),
                 scheduler: s.clone(),
@@ -348,6 +381,9 @@ pub fn summarise(
                 oom_kills_mean: mean(&col(&|r| f64::from(r.oom_kills))),
                 no_slowdown_jobs_mean: mean(&col(&|r| f64::from(r.slowdown_buckets.none))),
                 train_s: train_s_of(training, s),
+                mean_jct_s_mean: mean(&jct),
+                mean_jct_s_ci95: ci95(&jct),
+                slowed_over_10_pct_mean: mean(&col(&RunRecord::slowed_over_10_pct)),
             });
         }
     }
@@ -436,7 +472,7 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     s.push('\n');
     for r in summary {
         s.push_str(&format!(
-            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{}\n",
+            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3}\n",
             r.workload,
             r.scheduler,
             r.seeds,
@@ -452,6 +488,9 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.avg_gpu_util_pct_ci95,
             r.avg_gpu_mem_util_pct_ci95,
             jobs_per_set,
+            r.mean_jct_s_mean,
+            r.mean_jct_s_ci95,
+            r.slowed_over_10_pct_mean,
         ));
     }
     s
@@ -535,6 +574,10 @@ pub(crate) mod tests {
         assert_eq!(s[1].no_slowdown_jobs_mean, 0.5);
         assert_eq!(s[0].oom_kills_mean, 0.5);
         assert_eq!((s[0].train_s, s[1].train_s), (0.0, 20.0));
+        // JCT: sjf seed 1 finishes at 100, 100; seed 2 at 100, 150 -> means 100 and 125.
+        assert_eq!(s[0].mean_jct_s_mean, 112.5);
+        // Slowed over 10%: sjf 0 of 2, then 1 of 2 -> 25%; tetris 1 of 2 each -> 50%.
+        assert_eq!((s[0].slowed_over_10_pct_mean, s[1].slowed_over_10_pct_mean), (25.0, 50.0));
         let csv = summary_csv(&s, 2);
         let mut lines = csv.lines();
         assert!(lines.next().unwrap().starts_with(
@@ -590,6 +633,9 @@ pub(crate) mod tests {
             oom_kills_mean: 0.0,
             no_slowdown_jobs_mean: 0.0,
             train_s: 0.0,
+            mean_jct_s_mean: 0.0,
+            mean_jct_s_ci95: 0.0,
+            slowed_over_10_pct_mean: 0.0,
         }
     }
 }

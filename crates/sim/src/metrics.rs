@@ -71,6 +71,26 @@ impl SlowdownBuckets {
     }
 }
 
+/// Mean job completion time (finish - submit) over the finished jobs, s (0 with none).
+pub fn mean_jct_s(jobs: &[JobRecord]) -> f64 {
+    let jcts: Vec<f64> = jobs.iter().filter_map(|j| j.finish_s.map(|f| f - j.submit_s)).collect();
+    if jcts.is_empty() {
+        0.0
+    } else {
+        jcts.iter().sum::<f64>() / jcts.len() as f64
+    }
+}
+
+/// Share of the finished jobs whose execution slowdown exceeds 1.10, % (0 with none).
+pub fn slowed_over_10_pct(jobs: &[JobRecord]) -> f64 {
+    let s: Vec<f64> = jobs.iter().filter_map(|j| j.exec_slowdown).collect();
+    if s.is_empty() {
+        0.0
+    } else {
+        100.0 * s.iter().filter(|&&x| x > 1.10).count() as f64 / s.len() as f64
+    }
+}
+
 /// Everything a simulation measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimResult {
@@ -84,6 +104,12 @@ pub struct SimResult {
     pub lower_bound_s: f64,
     /// makespan_s / lower_bound_s.
     pub makespan_over_bound: f64,
+    /// Mean job completion time (finish - submit) over the finished jobs, s: what users feel.
+    #[serde(default)]
+    pub mean_jct_s: f64,
+    /// Share of the finished jobs whose execution slowdown exceeds 1.10, %.
+    #[serde(default)]
+    pub slowed_over_10_pct: f64,
     /// Mean over GPUs and [0, makespan] of min(100, sum of running jobs' util demand x rate).
     pub avg_gpu_util_pct: f64,
     /// Mean over GPUs and [0, makespan] of 100 x (sum of running jobs' memory) / GPU memory.

@@ -27,7 +27,7 @@ use dqngpu_model::{
 
 use crate::error::SimError;
 use crate::event::{JobMemory, SimEvent};
-use crate::metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets};
+use crate::metrics::{lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JobRecord, SimResult, SlowdownBuckets};
 
 /// Smallest progress rate the simulator accepts from an interference model; a model that
 /// returns less (or NaN) is clamped to this so time always advances.
@@ -726,6 +726,8 @@ impl Simulator {
             makespan_s,
             lower_bound_s: lower,
             makespan_over_bound: if lower > 0.0 { makespan_s / lower } else { 0.0 },
+            mean_jct_s: mean_jct_s(&records),
+            slowed_over_10_pct: slowed_over_10_pct(&records),
             avg_gpu_util_pct,
             avg_gpu_mem_util_pct,
             oom_kills: self.oom_kills,

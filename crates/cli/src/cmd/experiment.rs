@@ -55,16 +55,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("skipped {}: {}", s.scheduler, s.reason);
     }
     println!(
-        "{:<10} {:<12} {:>12} {:>10} {:>9} {:>9}",
-        "workload", "scheduler", "makespan_s", "ci95_s", "gpu_%", "mem_%"
+        "{:<10} {:<12} {:>11} {:>12} {:>10} {:>11} {:>9} {:>9}",
+        "workload", "scheduler", "mean_jct_s", "makespan_s", "ci95_s", "slowed>10%", "gpu_%", "mem_%"
     );
     for r in &res.summary {
         println!(
-            "{:<10} {:<12} {:>12.1} {:>10.1} {:>9.2} {:>9.2}",
+            "{:<10} {:<12} {:>11.1} {:>12.1} {:>10.1} {:>10.1}% {:>9.2} {:>9.2}",
             r.workload,
             r.scheduler,
+            r.mean_jct_s_mean,
             r.makespan_s_mean,
             r.makespan_s_ci95,
+            r.slowed_over_10_pct_mean,
             r.avg_gpu_util_pct_mean,
             r.avg_gpu_mem_util_pct_mean
         );

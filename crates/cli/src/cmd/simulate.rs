@@ -235,16 +235,30 @@ fn table(reports: &[Report], interference: &str) -> String {
         ));
     }
     s.push_str(&format!(
-        "{:<10} {:>11} {:>10} {:>6} {:>8} {:>8} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
-        "scheduler", "makespan_s", "bound_s", "ratio", "gpu_%", "mem_%", "oom", "none", "<10%", "10-20%", ">=20%"
+        "{:<12} {:>11} {:>11} {:>10} {:>10} {:>6} {:>8} {:>8} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+        "scheduler",
+        "mean_jct_s",
+        "makespan_s",
+        "slowed>10%",
+        "bound_s",
+        "ratio",
+        "gpu_%",
+        "mem_%",
+        "oom",
+        "none",
+        "<10%",
+        "10-20%",
+        ">=20%"
     ));
     for r in reports {
         let m = &r.result;
         let b = &m.slowdown_buckets;
         s.push_str(&format!(
-            "{:<10} {:>11.1} {:>10.1} {:>6.3} {:>8.2} {:>8.2} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+            "{:<12} {:>11.1} {:>11.1} {:>9.1}% {:>10.1} {:>6.3} {:>8.2} {:>8.2} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
             m.scheduler,
+            m.mean_jct_s,
             m.makespan_s,
+            m.slowed_over_10_pct,
             m.lower_bound_s,
             m.makespan_over_bound,
             m.avg_gpu_util_pct,

@@ -130,6 +130,9 @@ pub fn parse_sample(l: &str) -> Result<Sample, String> {
     Ok(Sample { name, labels, value, timestamp_ms })
 }
 
+/// A series' label set (name, value), in file order.
+type Labels = Vec<(String, String)>;
+
 /// One reading: the samples of one GPU at one time.
 #[derive(Default)]
 struct Group {
@@ -140,7 +143,7 @@ struct Group {
     tx: Option<f64>,
     rx: Option<f64>,
     /// Per slot (the four values, TX, RX): the line that set it and its series' label set.
-    origin: [Option<(u64, Vec<(String, String)>)>; 6],
+    origin: [Option<(u64, Labels)>; 6],
 }
 
 fn parse_scrape_time(s: &str) -> Option<i64> {
