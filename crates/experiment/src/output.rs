@@ -220,7 +220,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     put("summary.csv", summary_csv(&res.summary, res.config.workloads.jobs).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)
-        .map_err(|e| ExperimentError::Run { what: "results.json".into(), message: e.to_string() })?;
+        .map_err(|source| ExperimentError::Json { what: "serialising results.json".into(), source })?;
     put("results.json", &json)?;
     let blocks = report::build(res);
     put("report.md", report::to_markdown(&blocks, &plots).as_bytes())?;

@@ -169,7 +169,7 @@ pub fn evaluate(
                 .1;
             let policy = make_policy(&t.scheduler, t.seed)?;
             let (res, trace) = simulate(setup, policy.as_ref(), jobset, t.timeline)
-                .map_err(|e| ExperimentError::Run { what: what(), message: e.to_string() })?;
+                .map_err(|source| ExperimentError::Sim { what: what(), source })?;
             let timeline = trace.map(|(ts, u, m)| {
                 let (t_s, gpu_util_pct, gpu_mem_pct) = thin(ts, u, m, TIMELINE_POINTS);
                 Timeline {

@@ -11,7 +11,7 @@ use dqngpu_model::library::read_dir_library;
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
 use dqngpu_profiler::sampler::{run_command, GpuSampler};
-use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions, ProfilerError};
+use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions};
 use serde_json::{json, Value};
 
 use super::Format;
@@ -247,10 +247,10 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         bail!("--interval-ms must be between 1 and {MAX_INTERVAL_MS} (one hour), got {}", a.interval_ms);
     }
     a.out.check()?;
-    let mut sampler = NvmlSampler::open(a.gpu).map_err(lift).context("`profile run` samples the GPU through NVML")?;
+    let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
     eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
-    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms)).map_err(lift)?;
+    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms))?;
     eprintln!(
         "{} {} after {:.1} s; {} readings, {} samples",
         a.command[0].to_string_lossy(),
@@ -266,16 +266,8 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     if !outcome.status.success() && !a.keep_failed {
         bail!("the command {}; no profile written (--keep-failed writes it anyway)", outcome.status);
     }
-    let profile = outcome.profile(app, &device, &node_name()).map_err(lift)?;
+    let profile = outcome.profile(app, &device, &node_name())?;
     a.out.write(&profile)
-}
-
-/// Keeps a model error visible in the chain (so an unknown name exits 2).
-fn lift(e: ProfilerError) -> anyhow::Error {
-    match e {
-        ProfilerError::Model(m) => m.into(),
-        other => other.into(),
-    }
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<()> {

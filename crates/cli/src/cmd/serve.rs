@@ -164,11 +164,10 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
     Ok(t)
 }
 
-/// The policy by name. THE ONE PLACE where `--model` must route to the RL crate:
-/// `dqngpu_rl::policy_by_name(name, model, seed)` resolves heuristics and agents alike.
+/// The policy by name (any case): the same resolver as `simulate`, so a trained agent runs
+/// here unchanged.
 fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
-    // The same resolver as `simulate`: a trained agent runs here unchanged.
-    Ok(Arc::from(super::simulate::resolve_scheduler(name, model, seed)?))
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

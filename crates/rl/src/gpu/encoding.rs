@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::guard::{GuardJob, SlowdownGuard};
 
 /// Which agent an encoding is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
     /// The thesis's agent: time-varying profiles, combination actions.
@@ -28,8 +28,8 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    /// All three, as the CLI spells them.
-    pub const NAMES: [&'static str; 3] = ["dqngpu", "deeprm-max", "deeprm-mean"];
+    /// All three.
+    pub const ALL: [AgentKind; 3] = [AgentKind::Dqngpu, AgentKind::DeeprmMax, AgentKind::DeeprmMean];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -40,7 +40,7 @@ impl AgentKind {
         }
     }
 
-    /// Parses a CLI name.
+    /// Parses a CLI name (trimmed, any case; `_` for `-` too).
     pub fn from_name(name: &str) -> Option<Self> {
         match name.trim().to_ascii_lowercase().as_str() {
             "dqngpu" => Some(AgentKind::Dqngpu),
@@ -50,9 +50,33 @@ impl AgentKind {
         }
     }
 
+    /// Every agent's CLI name.
+    pub fn names() -> Vec<String> {
+        Self::ALL.iter().map(|a| a.name().to_string()).collect()
+    }
+
     /// True for the thesis's combination actions.
     pub fn combinations(self) -> bool {
         self == AgentKind::Dqngpu
+    }
+}
+
+impl std::str::FromStr for AgentKind {
+    type Err = dqngpu_model::ModelError;
+
+    /// [`AgentKind::from_name`]; an unknown name is a usage error listing the agents.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AgentKind::from_name(s).ok_or_else(|| dqngpu_model::ModelError::UnknownName {
+            what: "agent",
+            name: s.to_string(),
+            valid: AgentKind::names(),
+        })
+    }
+}
+
+impl std::fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
