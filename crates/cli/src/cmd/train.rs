@@ -158,6 +158,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
         iterations_done: curve.len(),
         train_wall_s: wall,
+        schedule: None,
+        selection: None,
     };
     checkpoint::save(&a.output, policy_net(&policy), &meta)
         .with_context(|| format!("saving {}", a.output.display()))?;
