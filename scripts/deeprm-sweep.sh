@@ -68,7 +68,7 @@ for c in "${CONFIGS[@]}"; do
     [ "$last" -lt "$first" ] && cpus=$first,$last
     (
         # shellcheck disable=SC2086 # flags are words
-        RAYON_NUM_THREADS=$CORES_PER_RUN taskset -c "$cpus" "$BIN" deeprm train --iterations 1000000 \
+        RAYON_NUM_THREADS=$CORES_PER_RUN taskset -c "$cpus" "$BIN" deeprm train --preset classic --iterations 1000000 \
             --time-limit-s "$LIMIT" --quiet $flags -o "$WORK/$name.safetensors" --curve "$WORK/$name.csv" \
             >"$WORK/$name.log" 2>&1 || echo "train failed: exit $?" >>"$WORK/$name.log"
         RAYON_NUM_THREADS=$CORES_PER_RUN timeout "$EVAL_LIMIT" taskset -c "$cpus" "$BIN" deeprm eval --model "$WORK/$name.safetensors" \

@@ -52,3 +52,36 @@ fn a_bad_max_slowdown_is_refused_naming_the_flag() {
         assert!(!d.join("m.safetensors").exists(), "nothing written for {bad}");
     }
 }
+
+fn simulate(args: &[&str], model: &Path) -> Output {
+    Command::new(BIN)
+        .args(["simulate", "--workload", "random", "--n-jobs", "4", "--format", "json"])
+        .args(args)
+        .arg("--model")
+        .arg(model)
+        .output()
+        .unwrap()
+}
+
+/// Issue 13 item 5: scheduler names are read case-insensitively everywhere, `--model` included.
+#[test]
+fn scheduler_names_ignore_case_with_a_model() {
+    let d = test_dir("case");
+    let o = train(&d, "off");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = d.join("m.safetensors");
+    for spelling in ["DQNGPU", "DqnGpu", "dqngpu"] {
+        let o = simulate(&["--scheduler", spelling], &m);
+        assert!(o.status.success(), "{spelling}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["scheduler"], "dqngpu", "{spelling}: {v}");
+    }
+    // A heuristic in any case takes no model; an unknown name lists the valid ones (exit 2).
+    let o = simulate(&["--scheduler", "SJF"], &m);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("heuristic"), "{err}");
+    let o = simulate(&["--scheduler", "nosuch"], &m);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("deeprm-max"), "{err}");
+}

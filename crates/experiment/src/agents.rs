@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use dqngpu_model::{Policy, WorkloadClass};
 use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
-use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::reinforce::TrainConfig;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -14,9 +13,6 @@ use crate::config::ExperimentConfig;
 use crate::error::ExperimentError;
 use crate::results::{CurvePoint, Skipped, TrainingRecord};
 use crate::runner::Setup;
-
-/// The schedulers that need training, as the CLI spells them.
-pub const RL_SCHEDULERS: [&str; 3] = AgentKind::NAMES;
 
 /// A trained agent, ready to place jobs.
 pub struct TrainedAgent {
@@ -35,7 +31,7 @@ fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
         episodes: t.episodes as usize,
         jobsets_per_iter: t.jobsets_per_iter as usize,
         lr: t.lr,
-        optimizer: if t.optimizer == "rmsprop" { OptimizerKind::Rmsprop } else { OptimizerKind::Adam },
+        optimizer: t.optimizer,
         gamma: 1.0,
         hidden: t.hidden.clone(),
         max_steps: 5000,

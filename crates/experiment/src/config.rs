@@ -5,6 +5,8 @@
 use std::path::Path;
 
 use dqngpu_model::{Location, ModelError, WorkloadClass};
+use dqngpu_rl::net::OptimizerKind;
+use dqngpu_rl::SchedulerName;
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration. Every section has defaults, so an empty file is the thesis's setup.
@@ -58,7 +60,8 @@ pub struct WorkloadConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerConfig {
-    /// Names, as the CLI spells them.
+    /// Names, as the CLI spells them (any case in the file; [`ExperimentConfig::from_toml`]
+    /// rewrites them to the canonical spelling of [`SchedulerName`]).
     pub names: Vec<String>,
     /// The scheduler others are normalised to and the cost's dedicated side (thesis: SJF).
     pub baseline: String,
@@ -100,7 +103,7 @@ pub struct TrainingConfig {
     /// Learning rate.
     pub lr: f64,
     /// Optimiser: `adam` or `rmsprop`.
-    pub optimizer: String,
+    pub optimizer: OptimizerKind,
     /// Hidden layer sizes.
     pub hidden: Vec<usize>,
     /// Seed of the initial weights and of the sampled actions.
@@ -211,7 +214,7 @@ impl Default for TrainingConfig {
             jobsets_per_iter: 2,
             episodes: 8,
             lr: 3e-3,
-            optimizer: "adam".into(),
+            optimizer: OptimizerKind::Adam,
             hidden: vec![20],
             seed: 1,
         }
@@ -274,7 +277,10 @@ impl ExperimentConfig {
                 format!("invalid experiment config: {}", e.message()),
             )
         })?;
+        let mut cfg = cfg;
         cfg.validate(path)?;
+        cfg.schedulers.names = cfg.schedulers()?.iter().map(ToString::to_string).collect();
+        cfg.schedulers.baseline = cfg.schedulers.baseline.parse::<SchedulerName>()?.to_string();
         Ok(cfg)
     }
 
@@ -323,6 +329,11 @@ impl ExperimentConfig {
         self.workloads.classes.iter().map(|c| c.parse()).collect()
     }
 
+    /// The schedulers, parsed (an unknown name is a usage error listing the valid ones).
+    pub fn schedulers(&self) -> Result<Vec<SchedulerName>, ModelError> {
+        self.schedulers.names.iter().map(|n| n.parse()).collect()
+    }
+
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
     pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
         let bad = |field: &str, msg: String| {
@@ -354,13 +365,6 @@ impl ExperimentConfig {
         if !(self.training.lr.is_finite() && self.training.lr > 0.0) {
             return Err(bad("training.lr", format!("{} is not a positive learning rate", self.training.lr)));
         }
-        if !matches!(self.training.optimizer.as_str(), "adam" | "rmsprop") {
-            return Err(ModelError::UnknownName {
-                what: "optimizer",
-                name: self.training.optimizer.clone(),
-                valid: vec!["adam".into(), "rmsprop".into()],
-            });
-        }
         if self.training.hidden.is_empty() || self.training.hidden.contains(&0) {
             return Err(bad("training.hidden", "needs at least one layer, each of positive width".into()));
         }
@@ -375,13 +379,14 @@ impl ExperimentConfig {
         if self.schedulers.names.is_empty() {
             return Err(bad("schedulers.names", "no scheduler".into()));
         }
-        let mut seen = std::collections::BTreeSet::new();
-        for n in &self.schedulers.names {
-            if !seen.insert(n.as_str()) {
+        let names = self.schedulers()?;
+        let mut seen = std::collections::HashSet::new();
+        for n in &names {
+            if !seen.insert(*n) {
                 return Err(bad("schedulers.names", format!("`{n}` is listed twice")));
             }
         }
-        if !self.schedulers.names.contains(&self.schedulers.baseline) {
+        if !names.contains(&self.schedulers.baseline.parse()?) {
             return Err(bad(
                 "schedulers.baseline",
                 format!("`{}` is not in schedulers.names", self.schedulers.baseline),

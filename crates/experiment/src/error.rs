@@ -19,7 +19,25 @@ pub enum ExperimentError {
         /// What failed.
         message: String,
     },
-    /// A simulation or training failed.
+    /// A simulation failed.
+    #[error("{what}")]
+    Sim {
+        /// Which run (scheduler, class, seed).
+        what: String,
+        /// Why.
+        #[source]
+        source: dqngpu_sim::SimError,
+    },
+    /// The results could not be serialised.
+    #[error("{what}")]
+    Json {
+        /// Which file.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A run or training failed for a reason of the experiment's own.
     #[error("{what}: {message}")]
     Run {
         /// Which run (scheduler, class, seed).
@@ -32,6 +50,10 @@ pub enum ExperimentError {
 impl ExperimentError {
     /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, ExperimentError::Model(m) if m.is_usage())
+        match self {
+            ExperimentError::Model(m) => m.is_usage(),
+            ExperimentError::Sim { source, .. } => source.is_usage(),
+            _ => false,
+        }
     }
 }

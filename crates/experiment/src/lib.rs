@@ -21,39 +21,19 @@ pub mod stats;
 
 use std::time::Instant;
 
-use dqngpu_model::{ModelError, Policy};
+use dqngpu_model::Policy;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub use config::ExperimentConfig;
 pub use error::ExperimentError;
 pub use results::ExperimentResults;
 
-/// Splits the configured schedulers into heuristics and RL agents; unknown names are a usage
-/// error listing every valid one.
-fn classify(names: &[String]) -> Result<(Vec<String>, Vec<String>), ModelError> {
-    let (mut heur, mut rl) = (Vec::new(), Vec::new());
-    for n in names {
-        if agents::RL_SCHEDULERS.contains(&n.as_str()) {
-            rl.push(n.clone());
-        } else if dqngpu_policy::by_name(n, 0).is_ok() {
-            heur.push(n.clone());
-        } else {
-            return Err(ModelError::UnknownName {
-                what: "scheduler",
-                name: n.clone(),
-                valid: dqngpu_policy::NAMES.iter().chain(agents::RL_SCHEDULERS.iter()).map(|s| s.to_string()).collect(),
-            });
-        }
-    }
-    Ok((heur, rl))
-}
-
 /// Runs the experiment `cfg` describes (`quick` only labels the results; pass
 /// `cfg.quick()` for the small version). `progress` draws bars on stderr.
 pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<ExperimentResults, ExperimentError> {
     let started = Instant::now();
     cfg.validate(None)?;
-    let (_, rl) = classify(&cfg.schedulers.names)?;
+    let rl: Vec<String> = cfg.schedulers()?.into_iter().filter(|n| n.is_agent()).map(|n| n.to_string()).collect();
     let setup = runner::Setup::new(cfg)?;
     let bars = MultiProgress::with_draw_target(if progress {
         ProgressDrawTarget::stderr()

@@ -10,7 +10,7 @@ use plotters::style::RGBColor;
 
 use crate::error::ExperimentError;
 use crate::plots::{write_chart, BarChart, BarPanel, CurveChart, CurveSeries, PlotFile, StackedChart, TimelineChart};
-use crate::report;
+use crate::report::{self, Figure};
 use crate::reported;
 use crate::results::{row, summary_csv, ExperimentResults};
 
@@ -35,51 +35,75 @@ fn rolling_mean(curve: &[crate::results::CurvePoint], window: usize) -> Vec<(f64
         .collect()
 }
 
-/// Draws every plot into `dir`.
+/// Draws every plot into `dir`: the [`Figure`]s the report shows, in its order.
 pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>, ExperimentError> {
     let mut plots = Vec::new();
-    let scheds = &res.schedulers;
     for class in &res.config.workloads.classes {
-        let present: Vec<String> = scheds.iter().filter(|s| row(&res.summary, class, s).is_some()).cloned().collect();
-        let rows: Vec<_> = present.iter().filter_map(|s| row(&res.summary, class, s)).collect();
-        let th = |f: fn(&reported::ReportedRun) -> Option<f64>| -> Vec<Option<f64>> {
-            present.iter().map(|s| reported::run(class, s).and_then(f)).collect()
-        };
-        let chart = BarChart {
-            schedulers: present.clone(),
-            colours: present.iter().map(|s| colour_index(res, s)).collect(),
-            panels: vec![
-                BarPanel {
-                    title: format!("{class}: makespan"),
-                    y_desc: "makespan (s)".into(),
-                    values: rows.iter().map(|r| (r.makespan_s_mean, r.makespan_s_ci95)).collect(),
-                    thesis: th(|r| r.makespan_s),
-                    show_ci: true,
-                },
-                BarPanel {
-                    title: format!("{class}: average GPU utilisation"),
-                    y_desc: "GPU utilisation (%)".into(),
-                    values: rows.iter().map(|r| (r.avg_gpu_util_pct_mean, r.avg_gpu_util_pct_ci95)).collect(),
-                    thesis: th(|r| r.gpu_util_pct),
-                    show_ci: true,
-                },
-                BarPanel {
-                    title: format!("{class}: average GPU memory utilisation"),
-                    y_desc: "GPU memory utilisation (%)".into(),
-                    values: rows.iter().map(|r| (r.avg_gpu_mem_util_pct_mean, r.avg_gpu_mem_util_pct_ci95)).collect(),
-                    thesis: th(|r| r.gpu_mem_util_pct),
-                    show_ci: true,
-                },
-            ],
-        };
-        plots.push(write_chart(
-            &chart,
-            dir,
-            &format!("class_{class}"),
-            &format!("{class}: makespan, GPU and memory utilisation (thesis Figs. 10-14)"),
-        )?);
+        plots.push(class_plot(res, dir, class)?);
     }
+    plots.push(slowdown_plot(res, dir)?);
+    plots.push(overhead_plot(res, dir)?);
+    plots.push(cost_plot(res, dir)?);
+    for t in &res.timelines {
+        let chart = TimelineChart {
+            title: format!("{}: GPU utilisation and memory over time ({} seed {})", t.scheduler, t.workload, t.seed),
+            t_s: t.t_s.clone(),
+            gpu_util_pct: t.gpu_util_pct.clone(),
+            gpu_mem_pct: t.gpu_mem_pct.clone(),
+        };
+        let fig = Figure::Timeline(t.scheduler.clone());
+        let title = format!("{}: GPU utilisation and memory timeline", t.scheduler);
+        plots.push(write_chart(&chart, dir, &fig.stem(), &title)?);
+    }
+    plots.push(curves_plot(res, dir)?);
+    Ok(plots)
+}
 
+/// Makespan, GPU and memory utilisation of one class (thesis Figs. 10-14).
+fn class_plot(res: &ExperimentResults, dir: &Path, class: &str) -> Result<PlotFile, ExperimentError> {
+    let scheds = &res.schedulers;
+    let present: Vec<String> = scheds.iter().filter(|s| row(&res.summary, class, s).is_some()).cloned().collect();
+    let rows: Vec<_> = present.iter().filter_map(|s| row(&res.summary, class, s)).collect();
+    let th = |f: fn(&reported::ReportedRun) -> Option<f64>| -> Vec<Option<f64>> {
+        present.iter().map(|s| reported::run(class, s).and_then(f)).collect()
+    };
+    let chart = BarChart {
+        schedulers: present.clone(),
+        colours: present.iter().map(|s| colour_index(res, s)).collect(),
+        panels: vec![
+            BarPanel {
+                title: format!("{class}: makespan"),
+                y_desc: "makespan (s)".into(),
+                values: rows.iter().map(|r| (r.makespan_s_mean, r.makespan_s_ci95)).collect(),
+                thesis: th(|r| r.makespan_s),
+                show_ci: true,
+            },
+            BarPanel {
+                title: format!("{class}: average GPU utilisation"),
+                y_desc: "GPU utilisation (%)".into(),
+                values: rows.iter().map(|r| (r.avg_gpu_util_pct_mean, r.avg_gpu_util_pct_ci95)).collect(),
+                thesis: th(|r| r.gpu_util_pct),
+                show_ci: true,
+            },
+            BarPanel {
+                title: format!("{class}: average GPU memory utilisation"),
+                y_desc: "GPU memory utilisation (%)".into(),
+                values: rows.iter().map(|r| (r.avg_gpu_mem_util_pct_mean, r.avg_gpu_mem_util_pct_ci95)).collect(),
+                thesis: th(|r| r.gpu_mem_util_pct),
+                show_ci: true,
+            },
+        ],
+    };
+    write_chart(
+        &chart,
+        dir,
+        &Figure::Class(class.to_string()).stem(),
+        &format!("{class}: makespan, GPU and memory utilisation (thesis Figs. 10-14)"),
+    )
+}
+
+/// Jobs by slowdown on the focus class (Fig. 15).
+fn slowdown_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
     let focus = &res.config.workloads.focus;
     let slow = StackedChart {
         title: format!("{focus}: jobs by execution slowdown (mean over seeds)"),
@@ -97,9 +121,12 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
         marker_label: "thesis: jobs with no slowdown".into(),
         reference: None,
     };
-    plots.push(write_chart(&slow, dir, "slowdown", &format!("{focus}: slowdown buckets (thesis Fig. 15)"))?);
+    write_chart(&slow, dir, &Figure::Slowdown.stem(), &format!("{focus}: slowdown buckets (thesis Fig. 15)"))
+}
 
-    let base = &res.config.schedulers.baseline;
+/// Makespan plus training time, normalised to the baseline (Fig. 16).
+fn overhead_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
+    let (focus, base) = (&res.config.workloads.focus, &res.config.schedulers.baseline);
     let over = StackedChart {
         title: format!("{focus}: total time with training, normalised to {base}"),
         y_desc: format!("time / {base} makespan"),
@@ -111,8 +138,13 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
         marker_label: "thesis: total".into(),
         reference: Some(1.0),
     };
-    plots.push(write_chart(&over, dir, "training_overhead", &format!("{focus}: training overhead (thesis Fig. 16)"))?);
+    write_chart(&over, dir, &Figure::TrainingOverhead.stem(), &format!("{focus}: training overhead (thesis Fig. 16)"))
+}
 
+/// Cost under each of the thesis's assumptions (Fig. 17).
+fn cost_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
+    let (focus, base) = (&res.config.workloads.focus, &res.config.schedulers.baseline);
+    let scheds = &res.schedulers;
     let assumptions: Vec<String> = res.config.cost.assumptions.iter().map(|a| a.name.clone()).collect();
     let cost_scheds: Vec<String> =
         scheds.iter().filter(|s| res.cost.iter().any(|c| &c.scheduler == *s)).cloned().collect();
@@ -147,28 +179,16 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
             })
             .collect(),
     };
-    plots.push(write_chart(
+    write_chart(
         &cost,
         dir,
-        "cost",
+        &Figure::Cost.stem(),
         &format!("{focus}: cost (thesis Fig. 17); thesis marker = our baseline cost x (1 - its DqnGPU saving)"),
-    )?);
+    )
+}
 
-    for t in &res.timelines {
-        let chart = TimelineChart {
-            title: format!("{}: GPU utilisation and memory over time ({} seed {})", t.scheduler, t.workload, t.seed),
-            t_s: t.t_s.clone(),
-            gpu_util_pct: t.gpu_util_pct.clone(),
-            gpu_mem_pct: t.gpu_mem_pct.clone(),
-        };
-        plots.push(write_chart(
-            &chart,
-            dir,
-            &format!("timeline_{}", t.scheduler),
-            &format!("{}: GPU utilisation and memory timeline", t.scheduler),
-        )?);
-    }
-
+/// The agents' training curves.
+fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
     // Each iteration trains on a window of job sets that cycles through the classes, so one
     // iteration's makespan is not comparable with the next; a mean over one full cycle is.
     let t = &res.config.training;
@@ -196,8 +216,7 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
             )
         },
     };
-    plots.push(write_chart(&curves, dir, "training_curves", "Training curves")?);
-    Ok(plots)
+    write_chart(&curves, dir, &Figure::TrainingCurves.stem(), "Training curves")
 }
 
 /// Writes config.toml, summary.csv, plots/, results.json, report.md and report.html into
@@ -220,7 +239,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     put("summary.csv", summary_csv(&res.summary, res.config.workloads.jobs).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)
-        .map_err(|e| ExperimentError::Run { what: "results.json".into(), message: e.to_string() })?;
+        .map_err(|source| ExperimentError::Json { what: "serialising results.json".into(), source })?;
     put("results.json", &json)?;
     let blocks = report::build(res);
     put("report.md", report::to_markdown(&blocks, &plots).as_bytes())?;

@@ -21,8 +21,40 @@ pub enum Block {
         /// Rows of cells.
         rows: Vec<Vec<String>>,
     },
-    /// A plot, by file stem (`plots/NAME.png`).
-    Plot(String),
+    /// A plot (`plots/STEM.png`).
+    Plot(Figure),
+}
+
+/// A figure of the experiment: [`crate::output::write_plots`] draws it under its
+/// [`stem`](Figure::stem) and the report shows it there, so the two cannot disagree on names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Figure {
+    /// Makespan and utilisation of one workload class (thesis Figs. 10-14).
+    Class(String),
+    /// Jobs by slowdown (Fig. 15).
+    Slowdown,
+    /// Total time with training (Fig. 16).
+    TrainingOverhead,
+    /// Cost (Fig. 17).
+    Cost,
+    /// One scheduler's usage timeline.
+    Timeline(String),
+    /// The agents' training curves.
+    TrainingCurves,
+}
+
+impl Figure {
+    /// The file stem under `plots/`.
+    pub fn stem(&self) -> String {
+        match self {
+            Figure::Class(c) => format!("class_{c}"),
+            Figure::Slowdown => "slowdown".into(),
+            Figure::TrainingOverhead => "training_overhead".into(),
+            Figure::Cost => "cost".into(),
+            Figure::Timeline(s) => format!("timeline_{s}"),
+            Figure::TrainingCurves => "training_curves".into(),
+        }
+    }
 }
 
 /// Number formats, shared with the end-to-end test's reading of the report.
@@ -65,10 +97,27 @@ fn seeds_text(seeds: &[u64]) -> String {
     }
 }
 
-/// The report as blocks.
+/// The report as blocks: one section per figure of the thesis, in its order.
 pub fn build(res: &ExperimentResults) -> Vec<Block> {
-    let cfg = &res.config;
     let mut b = Vec::new();
+    intro(res, &mut b);
+    per_class(res, &mut b);
+    slowdown(res, &mut b);
+    training_overhead(res, &mut b);
+    cost(res, &mut b);
+    timelines(res, &mut b);
+    training(res, &mut b);
+    b.push(Block::Para(format!(
+        "Files: `results.json` (every run and job), `summary.csv`, `config.toml` (the effective configuration), \
+         `plots/` (SVG and PNG). Whole experiment: {:.1} s wall clock.",
+        res.wall_s
+    )));
+    b
+}
+
+/// What ran: version, library, cluster, seeds, schedulers evaluated and skipped.
+fn intro(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let cfg = &res.config;
     b.push(Block::Heading(1, "dqngpu experiment: the thesis's Section V".into()));
     let cluster = cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone());
     b.push(Block::Para(format!(
@@ -99,7 +148,11 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
             rows: res.skipped.iter().map(|s| vec![s.scheduler.clone(), s.reason.clone()]).collect(),
         });
     }
+}
 
+/// Makespan, utilisation and the thesis's figures per workload class (Figs. 10-14).
+fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let cfg = &res.config;
     b.push(Block::Heading(2, "Per workload class (thesis Figs. 10-14)".into()));
     b.push(Block::Para(
         "Makespan is the time the last job finishes; GPU and GPU memory utilisation are averaged over the GPUs and \
@@ -152,7 +205,7 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
             ]),
             rows,
         });
-        b.push(Block::Plot(format!("class_{class}")));
+        b.push(Block::Plot(Figure::Class(class.clone())));
     }
     if cfg.workloads.classes.iter().any(|c| c == "mem_heavy") {
         b.push(Block::Para(
@@ -161,7 +214,11 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
                 .into(),
         ));
     }
+}
 
+/// Jobs by execution slowdown on the focus class (Fig. 15).
+fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let cfg = &res.config;
     let focus = &cfg.workloads.focus;
     let n_jobs = cfg.workloads.jobs;
     b.push(Block::Heading(2, format!("Slowdown of each job on `{focus}` (thesis Fig. 15)")));
@@ -189,9 +246,13 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
             })
             .collect(),
     });
-    b.push(Block::Plot("slowdown".into()));
+    b.push(Block::Plot(Figure::Slowdown));
+}
 
-    let base = &cfg.schedulers.baseline;
+/// Makespan plus training time, normalised to the baseline (Fig. 16).
+fn training_overhead(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let cfg = &res.config;
+    let (focus, base) = (&cfg.workloads.focus, &cfg.schedulers.baseline);
     b.push(Block::Heading(2, format!("Training overhead on `{focus}` (thesis Fig. 16)")));
     b.push(Block::Para(format!(
         "Total time = mean makespan + wall-clock training time, normalised to `{base}`'s mean makespan (= 1). Training \
@@ -227,8 +288,13 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
             })
             .collect(),
     });
-    b.push(Block::Plot("training_overhead".into()));
+    b.push(Block::Plot(Figure::TrainingOverhead));
+}
 
+/// The thesis's cost assumptions and each scheduler's cost and saving (Fig. 17).
+fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let cfg = &res.config;
+    let (focus, base) = (&cfg.workloads.focus, &cfg.schedulers.baseline);
     b.push(Block::Heading(2, format!("Cost on `{focus}` (thesis Fig. 17, prices of its Table 5)")));
     let shared = cfg.cost.instance(&cfg.cost.shared);
     b.push(Block::Para(format!(
@@ -281,8 +347,12 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
             })
             .collect(),
     });
-    b.push(Block::Plot("cost".into()));
+    b.push(Block::Plot(Figure::Cost));
+}
 
+/// One usage timeline per scheduler.
+fn timelines(res: &ExperimentResults, b: &mut Vec<Block>) {
+    let focus = &res.config.workloads.focus;
     b.push(Block::Heading(2, "GPU utilisation and memory over time".into()));
     b.push(Block::Para(format!(
         "One run per scheduler (class `{focus}`, seed {}): GPU utilisation (sum over the GPU's jobs of util demand x \
@@ -290,9 +360,12 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
         res.timelines.first().map(|t| t.seed.to_string()).unwrap_or_else(|| "-".into())
     )));
     for t in &res.timelines {
-        b.push(Block::Plot(format!("timeline_{}", t.scheduler)));
+        b.push(Block::Plot(Figure::Timeline(t.scheduler.clone())));
     }
+}
 
+/// How each agent trained.
+fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
     b.push(Block::Heading(2, "Training".into()));
     if res.training.is_empty() {
         b.push(Block::Para("No scheduler needed training in this run.".into()));
@@ -326,13 +399,7 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
                 .collect(),
         });
     }
-    b.push(Block::Plot("training_curves".into()));
-    b.push(Block::Para(format!(
-        "Files: `results.json` (every run and job), `summary.csv`, `config.toml` (the effective configuration), \
-         `plots/` (SVG and PNG). Whole experiment: {:.1} s wall clock.",
-        res.wall_s
-    )));
-    b
+    b.push(Block::Plot(Figure::TrainingCurves));
 }
 
 fn md_cell(s: &str) -> String {
@@ -354,8 +421,9 @@ pub fn to_markdown(blocks: &[Block], plots: &[PlotFile]) -> String {
                 }
                 out.push('\n');
             }
-            Block::Plot(name) => {
-                if let Some(p) = plots.iter().find(|p| &p.name == name) {
+            Block::Plot(fig) => {
+                let name = fig.stem();
+                if let Some(p) = plots.iter().find(|p| p.name == name) {
                     out.push_str(&format!("![{}](plots/{name}.png)\n\n", p.title));
                 }
             }
@@ -415,8 +483,8 @@ pub fn to_html(blocks: &[Block], plots: &[PlotFile]) -> String {
                 }
                 out.push_str("</table>\n");
             }
-            Block::Plot(name) => {
-                if let Some(p) = plots.iter().find(|p| &p.name == name) {
+            Block::Plot(fig) => {
+                if let Some(p) = plots.iter().find(|p| p.name == fig.stem()) {
                     out.push_str(&format!(
                         "<figure><img alt=\"{}\" src=\"data:image/png;base64,{}\"><figcaption>{}</figcaption></figure>\n",
                         esc(&p.title),
@@ -441,11 +509,11 @@ mod tests {
             Block::Heading(2, "A <b>".into()),
             Block::Para("use `dqngpu`".into()),
             Block::Table { headers: vec!["x".into(), "y|z".into()], rows: vec![vec!["1".into(), "2".into()]] },
-            Block::Plot("p".into()),
-            Block::Plot("missing".into()),
+            Block::Plot(Figure::Cost),
+            Block::Plot(Figure::Slowdown),
         ];
         let plots = vec![PlotFile {
-            name: "p".into(),
+            name: Figure::Cost.stem(),
             title: "P".into(),
             svg: "p.svg".into(),
             png: "p.png".into(),
@@ -453,7 +521,7 @@ mod tests {
         }];
         let md = to_markdown(&blocks, &plots);
         assert!(md.contains("## A <b>") && md.contains("| x | y\\|z |") && md.contains("| 1 | 2 |"), "{md}");
-        assert!(md.contains("![P](plots/p.png)") && !md.contains("missing"));
+        assert!(md.contains("![P](plots/cost.png)") && !md.contains("slowdown"), "{md}");
         let html = to_html(&blocks, &plots);
         assert!(html.contains("<h2>A &lt;b&gt;</h2>") && html.contains("<code>dqngpu</code>"), "{html}");
         assert!(html.contains("src=\"data:image/png;base64,iVBORw==\""), "{html}");

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use dqngpu_interference::{Interference, JobLoad};
-use dqngpu_model::{AppLibrary, ClusterSpec, ClusterView, Policy, WorkloadClass};
-use dqngpu_sim::{Arrivals, SimConfig, SimResult, Simulator, MIN_RATE};
+use dqngpu_interference::Interference;
+use dqngpu_model::{AppLibrary, ClusterSpec, Policy, WorkloadClass};
+use dqngpu_sim::{Arrivals, SimConfig, SimResult};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
@@ -64,71 +64,21 @@ struct Task {
     timeline: bool,
 }
 
-/// A model's rate as the simulator applies it: NaN or below [`MIN_RATE`] becomes `MIN_RATE`,
-/// above 1 becomes 1.
-fn sim_rate(r: f64) -> f64 {
-    if r >= MIN_RATE {
-        r.min(1.0)
-    } else {
-        MIN_RATE
-    }
-}
-
-/// Cluster-average GPU utilisation and memory (%) now: what the next step will use. The
-/// rates come from the same interference model on the same demands the simulator uses.
-fn usage_now(view: &ClusterView<'_>, interference: &dyn Interference) -> (f64, f64) {
-    let n = view.gpus.len().max(1) as f64;
-    let (mut util, mut mem) = (0.0, 0.0);
-    let mut rates = Vec::new();
-    for g in view.gpus {
-        let loads: Vec<JobLoad<'_>> =
-            g.running.iter().map(|r| JobLoad { app: &r.profile.app.name, demand: r.demand_now() }).collect();
-        rates.clear();
-        rates.resize(loads.len(), 1.0);
-        if !loads.is_empty() {
-            interference.rates(&g.spec, &loads, &mut rates);
-        }
-        let u: f64 = loads.iter().zip(&rates).map(|(l, &r)| l.demand.gpu_util_pct * sim_rate(r)).sum();
-        let m: f64 = loads.iter().map(|l| l.demand.gpu_mem_mib).sum();
-        util += u.min(100.0);
-        mem += 100.0 * m / g.spec.memory_mib;
-    }
-    (util / n, mem / n)
-}
-
 /// A usage trace: times (s), GPU utilisation (%), GPU memory (%).
 pub type Trace = (Vec<f64>, Vec<f64>, Vec<f64>);
 
-/// Runs `policy` on `jobset`, optionally sampling the usage timeline before every step.
+/// Runs `policy` on `jobset`, optionally recording the usage timeline (the simulator's
+/// [`SimConfig::record_usage`]: one point before every step, zeros at the end).
 pub fn simulate(
     setup: &Setup,
     policy: &dyn Policy,
     jobset: &dqngpu_model::JobSet,
     timeline: bool,
 ) -> Result<(SimResult, Option<Trace>), dqngpu_sim::SimError> {
-    let config = setup.sim.clone().for_policy(policy);
-    let mut sim = Simulator::new(&setup.cluster, &setup.library, jobset, setup.interference.clone(), config)?;
-    sim.set_policy_name(policy.name());
-    let mut trace = timeline.then(|| (Vec::new(), Vec::new(), Vec::new()));
-    while !sim.done() {
-        if sim.needs_decision() {
-            let d = policy.decide(&sim.view());
-            sim.apply(&d)?;
-        }
-        if let Some((t, u, m)) = trace.as_mut() {
-            let (util, mem) = usage_now(&sim.view(), setup.interference.as_ref());
-            t.push(sim.now_s());
-            u.push(util);
-            m.push(mem);
-        }
-        sim.step();
-    }
-    if let Some((t, u, m)) = trace.as_mut() {
-        t.push(sim.now_s());
-        u.push(0.0);
-        m.push(0.0);
-    }
-    Ok((sim.finish(), trace))
+    let config = SimConfig { record_usage: timeline, ..setup.sim.clone() };
+    let mut res = dqngpu_sim::run(policy, &setup.cluster, &setup.library, jobset, setup.interference.clone(), config)?;
+    let trace = res.usage.take().map(|u| (u.t_s, u.gpu_util_pct, u.gpu_mem_pct));
+    Ok((res, trace))
 }
 
 /// Keeps at most `max` evenly spaced points (always the last).
@@ -219,7 +169,7 @@ pub fn evaluate(
                 .1;
             let policy = make_policy(&t.scheduler, t.seed)?;
             let (res, trace) = simulate(setup, policy.as_ref(), jobset, t.timeline)
-                .map_err(|e| ExperimentError::Run { what: what(), message: e.to_string() })?;
+                .map_err(|source| ExperimentError::Sim { what: what(), source })?;
             let timeline = trace.map(|(ts, u, m)| {
                 let (t_s, gpu_util_pct, gpu_mem_pct) = thin(ts, u, m, TIMELINE_POINTS);
                 Timeline {
@@ -248,14 +198,6 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates_are_clamped_like_the_simulator() {
-        assert_eq!(sim_rate(f64::NAN), MIN_RATE);
-        assert_eq!(sim_rate(0.0), MIN_RATE);
-        assert_eq!(sim_rate(2.0), 1.0);
-        assert_eq!(sim_rate(0.5), 0.5);
-    }
 
     #[test]
     fn thinning_keeps_ends_and_bounds_size() {

@@ -63,3 +63,10 @@ pub enum ProfilerError {
         message: String,
     },
 }
+
+impl ProfilerError {
+    /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ProfilerError::Model(m) if m.is_usage())
+    }
+}

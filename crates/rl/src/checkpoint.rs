@@ -74,6 +74,12 @@ pub struct CheckpointMeta {
     /// Training wall time, s.
     #[serde(default)]
     pub train_wall_s: f64,
+    /// The learning-rate schedule, when training used one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::reinforce::Schedule>,
+    /// How the saved weights were chosen, when not simply the final ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<crate::deeprm::Selection>,
 }
 
 /// The metadata path of a weights file: same name, extension `.json`.

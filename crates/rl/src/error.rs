@@ -42,6 +42,14 @@ pub enum RlError {
         /// The agent name.
         agent: String,
     },
+    /// A model file was given for a heuristic, which has no weights.
+    #[error("--model {} is for RL agents; `{scheduler}` is a heuristic and takes no model", model.display())]
+    ModelForHeuristic {
+        /// The heuristic's name.
+        scheduler: String,
+        /// The model file given.
+        model: PathBuf,
+    },
     /// A configuration value is out of range.
     #[error("invalid {field}: {message}")]
     Config {
@@ -56,4 +64,15 @@ pub enum RlError {
     /// The simulator refused something.
     #[error(transparent)]
     Sim(#[from] dqngpu_sim::SimError),
+}
+
+impl RlError {
+    /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
+    pub fn is_usage(&self) -> bool {
+        match self {
+            RlError::Model(e) => e.is_usage(),
+            RlError::Sim(e) => e.is_usage(),
+            _ => false,
+        }
+    }
 }

@@ -25,30 +25,19 @@ pub mod gpu;
 pub mod net;
 pub mod progress;
 pub mod reinforce;
+pub mod scheduler;
 
 use std::path::Path;
 
-use dqngpu_model::{ModelError, Policy};
+use dqngpu_model::Policy;
 
 pub use error::RlError;
+pub use scheduler::SchedulerName;
 
-/// Every scheduler name [`policy_by_name`] accepts: the heuristics, then the RL agents.
-pub fn names() -> Vec<String> {
-    dqngpu_policy::NAMES.iter().chain(gpu::AgentKind::NAMES.iter()).map(|s| s.to_string()).collect()
-}
-
-/// A scheduler by name: an RL agent (`dqngpu`, `deeprm-max`, `deeprm-mean`) loaded from
-/// `model`, or a heuristic from [`dqngpu_policy::by_name`] (`seed` drives `random`).
-/// An unknown name is a usage error listing every valid one.
+/// A scheduler by name ([`SchedulerName`]: any case): an RL agent (`dqngpu`, `deeprm-max`,
+/// `deeprm-mean`) loaded from `model`, or a heuristic from [`dqngpu_policy::by_name`] (`seed`
+/// drives `random`; a `model` for a heuristic is refused). An unknown name is a usage error
+/// listing every valid one.
 pub fn policy_by_name(name: &str, model: Option<&Path>, seed: u64) -> Result<Box<dyn Policy>, RlError> {
-    if let Some(agent) = gpu::AgentKind::from_name(name) {
-        let path = model.ok_or_else(|| RlError::ModelRequired { agent: agent.name().into() })?;
-        return Ok(Box::new(gpu::RlPolicy::load(path, agent)?));
-    }
-    dqngpu_policy::by_name(name, seed).map_err(|e| match e {
-        ModelError::UnknownName { what, name, .. } => {
-            RlError::Model(ModelError::UnknownName { what, name, valid: names() })
-        }
-        other => RlError::Model(other),
-    })
+    name.parse::<SchedulerName>()?.resolve(model, seed)
 }

@@ -316,6 +316,7 @@ pub fn sample(probs: &[f32], rng: &mut impl Rng) -> usize {
 
 /// Which optimiser updates the weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum OptimizerKind {
     /// RMSProp (DeepRM: rho 0.9, eps 1e-9).

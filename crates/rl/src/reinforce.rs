@@ -291,6 +291,7 @@ fn gradients(net: &PolicyNet, episodes: &[Episode], record: Record, gamma: f64) 
 
 /// How the learning rate falls from [`TrainConfig::lr`] to a final value over training.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum LrDecay {
     /// Half a cosine: slow at both ends.

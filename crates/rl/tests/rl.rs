@@ -122,6 +122,8 @@ fn meta(encoding: Encoding, agent: &str) -> CheckpointMeta {
         trained_on: "test".into(),
         iterations_done: 0,
         train_wall_s: 0.0,
+        schedule: None,
+        selection: None,
     }
 }
 

@@ -45,6 +45,12 @@ pub use exec::Supervisor;
 pub use gpus::{discover_nvml, NvmlMonitor};
 pub use placement::{ClusterSnapshot, LoopMsg, Placer};
 
+/// Where the service keeps its database and job files unless told otherwise.
+pub const DEFAULT_DATA_DIR: &str = "dqngpu-data";
+
+/// The placement policy the service runs unless told otherwise.
+pub const DEFAULT_SCHEDULER: &str = "tetris";
+
 /// What the service runs on and how it treats jobs.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {

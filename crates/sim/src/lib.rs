@@ -8,16 +8,21 @@
 //! and the RL training environment drives. Metrics, formulas and assumptions:
 //! `docs/SIMULATOR.md`. The simulator never reads the wall clock and never does I/O.
 //!
+//! How jobs on one GPU progress in a step is one rule, in [`step`]: the simulator uses it, and
+//! so does anything that predicts the simulator (DqnGPU's slowdown guard).
+//!
 //! Job sets are drawn from workload classes by [`workload::draw`].
 
 pub mod error;
 pub mod event;
 pub mod metrics;
 mod sim;
+pub mod step;
 pub mod workload;
 
 pub use error::SimError;
 pub use event::{JobMemory, SimEvent};
-pub use metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets, NO_SLOWDOWN_MAX};
-pub use sim::{run, SimConfig, Simulator, TickTrigger, MIN_RATE};
+pub use metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets, UsageTrace, NO_SLOWDOWN_MAX};
+pub use sim::{run, SimConfig, Simulator, TickTrigger};
+pub use step::RATE_FLOOR;
 pub use workload::{draw, Arrivals, DEFAULT_JOBS};

@@ -133,6 +133,30 @@ pub struct SimResult {
     /// The event log (empty unless recording was asked for).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub events: Vec<SimEvent>,
+    /// Cluster usage at every step (only when [`SimConfig::record_usage`](crate::SimConfig)).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub usage: Option<UsageTrace>,
+}
+
+/// Cluster-average usage over a simulation: one point at the start of every step (what that
+/// step uses), and a last point of zeros at the end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTrace {
+    /// Cluster clock at each point, s.
+    pub t_s: Vec<f64>,
+    /// Mean over GPUs of min(100, sum of running jobs' util demand x rate), %.
+    pub gpu_util_pct: Vec<f64>,
+    /// Mean over GPUs of 100 x (sum of running jobs' memory) / GPU memory, %.
+    pub gpu_mem_pct: Vec<f64>,
+}
+
+impl UsageTrace {
+    /// Adds a point.
+    pub fn push(&mut self, t_s: f64, gpu_util_pct: f64, gpu_mem_pct: f64) {
+        self.t_s.push(t_s);
+        self.gpu_util_pct.push(gpu_util_pct);
+        self.gpu_mem_pct.push(gpu_mem_pct);
+    }
 }
 
 /// What the lower bound needs of one job.

@@ -27,11 +27,10 @@ use dqngpu_model::{
 
 use crate::error::SimError;
 use crate::event::{JobMemory, SimEvent};
-use crate::metrics::{lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JobRecord, SimResult, SlowdownBuckets};
-
-/// Smallest progress rate the simulator accepts from an interference model; a model that
-/// returns less (or NaN) is clamped to this so time always advances.
-pub const MIN_RATE: f64 = 1e-3;
+use crate::metrics::{
+    lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JobRecord, SimResult, SlowdownBuckets, UsageTrace,
+};
+use crate::step::{advance, gpu_rates, time_to_finish, Advance};
 
 /// What makes a decision tick ask the policy while jobs wait (beside arrivals, finishes and
 /// OOM kills, which always do).
@@ -62,6 +61,8 @@ pub struct SimConfig {
     pub tick_trigger: TickTrigger,
     /// Record the event log into [`SimResult::events`].
     pub record_events: bool,
+    /// Record the cluster's usage at every step into [`SimResult::usage`].
+    pub record_usage: bool,
     /// A job killed out of memory more than this many times stops the simulation with
     /// [`SimError::TooManyRestarts`] (a policy that keeps placing it where it cannot fit).
     pub max_restarts: u32,
@@ -85,6 +86,7 @@ impl Default for SimConfig {
             decision_tick_s: 10.0,
             tick_trigger: TickTrigger::PeakDrop,
             record_events: false,
+            record_usage: false,
             max_restarts: 100,
         }
     }
@@ -96,8 +98,6 @@ struct JobState {
     id: JobId,
     app: String,
     profile: Arc<AppProfile>,
-    /// `suffix_peak[i]`: component-wise max of samples `i..` (the remaining peak).
-    suffix_peak: Arc<[Resources]>,
     submit_s: f64,
     first_start_s: Option<f64>,
     last_start_s: Option<f64>,
@@ -167,6 +167,7 @@ pub struct Simulator {
     decisions: u64,
     fault: Option<SimError>,
     events: Vec<SimEvent>,
+    usage: Option<UsageTrace>,
 }
 
 impl Simulator {
@@ -206,17 +207,14 @@ impl Simulator {
         let max_mem = cluster.max_gpu_memory_mib();
         let mut jobs = Vec::with_capacity(jobset.jobs.len());
         let mut index_of = HashMap::with_capacity(jobset.jobs.len());
-        let mut peaks: HashMap<&str, Arc<[Resources]>> = HashMap::new();
         for spec in &jobset.jobs {
             let profile = library.get(&spec.app)?.clone();
             profile.check_fits_memory(max_mem)?;
-            let suffix_peak = peaks.entry(spec.app.as_str()).or_insert_with(|| suffix_max(&profile.samples)).clone();
             index_of.insert(spec.id, jobs.len());
             jobs.push(JobState {
                 id: spec.id,
                 app: spec.app.clone(),
                 profile,
-                suffix_peak,
                 submit_s: spec.submit_s,
                 first_start_s: None,
                 last_start_s: None,
@@ -237,7 +235,6 @@ impl Simulator {
         let books = vec![GpuBook::default(); gpus.len()];
         let mut sim = Simulator {
             next_tick_s: config.decision_tick_s,
-            config,
             interference,
             policy_name: "policy".into(),
             now_s: 0.0,
@@ -257,6 +254,8 @@ impl Simulator {
             decisions: 0,
             fault: None,
             events: Vec::new(),
+            usage: config.record_usage.then(UsageTrace::default),
+            config,
         };
         sim.admit_arrivals();
         Ok(sim)
@@ -367,10 +366,17 @@ impl Simulator {
         let t0 = self.now_s;
         self.now_s += dt;
         self.steps += 1;
+        let (mut util, mut mem) = (0.0, 0.0);
         for g in 0..self.gpus.len() {
             if !self.gpus[g].running.is_empty() {
-                self.advance_gpu(g, t0, dt);
+                let (u, m) = self.advance_gpu(g, t0, dt);
+                util += u;
+                mem += m;
             }
+        }
+        let n = self.gpus.len() as f64;
+        if let Some(trace) = self.usage.as_mut() {
+            trace.push(t0, util / n, mem / n);
         }
         self.admit_arrivals();
     }
@@ -399,20 +405,17 @@ impl Simulator {
             for (k, l) in loads.iter_mut().enumerate().take(n) {
                 *l = load(k);
             }
-            self.interference.rates(&gpu.spec, &loads[..n], &mut book.rates);
+            gpu_rates(self.interference.as_ref(), &gpu.spec, &loads[..n], &mut book.rates);
         } else {
             let loads: Vec<JobLoad<'_>> = (0..n).map(load).collect();
-            self.interference.rates(&gpu.spec, &loads, &mut book.rates);
-        }
-        for r in book.rates.iter_mut() {
-            // NaN or below the floor: the floor (so time always advances); above 1: 1.
-            *r = if r.is_nan() { MIN_RATE } else { r.clamp(MIN_RATE, 1.0) };
+            gpu_rates(self.interference.as_ref(), &gpu.spec, &loads, &mut book.rates);
         }
         finish_times(&book.rates, &gpu.running, &mut book.t_finish)
     }
 
     /// Advances GPU `g` by `dt` from `t0`: progress, metrics, finishes, memory growth.
-    fn advance_gpu(&mut self, g: usize, t0: f64, dt: f64) {
+    /// Returns the step's GPU utilisation and memory in use, % (see [`UsageTrace`]).
+    fn advance_gpu(&mut self, g: usize, t0: f64, dt: f64) -> (f64, f64) {
         let cap_mem = self.gpus[g].spec.memory_mib;
         let book = &mut self.books[g];
         let gpu = &mut self.gpus[g];
@@ -431,13 +434,17 @@ impl Simulator {
             util += d.gpu_util_pct * rate;
             mem += d.gpu_mem_mib;
             js.grew = false;
-            let t_finish = book.t_finish[k];
-            if t_finish <= dt * (1.0 + 1e-12) + 1e-12 {
-                rj.progress_s = js.profile.solo_s();
-                js.finish_s = Some(t0 + t_finish.min(dt));
-                any_finished = true;
-            } else {
-                rj.progress_s += rate * dt;
+            let progress_s = match advance(rj.progress_s, rate, book.t_finish[k], dt) {
+                Advance::Finished { after_s } => {
+                    rj.progress_s = js.profile.solo_s();
+                    js.finish_s = Some(t0 + after_s);
+                    any_finished = true;
+                    None
+                }
+                Advance::Running { progress_s } => Some(progress_s),
+            };
+            if let Some(progress_s) = progress_s {
+                rj.progress_s = progress_s;
                 let s = js.profile.sample_index(rj.progress_s);
                 if s != js.sample {
                     let new = js.profile.samples[s];
@@ -448,7 +455,7 @@ impl Simulator {
                         mem_changed |= new.gpu_mem_mib != d.gpu_mem_mib;
                     }
                     self.capacity_freed |= match self.config.tick_trigger {
-                        TickTrigger::PeakDrop => any_lower(&js.suffix_peak[s], &js.suffix_peak[js.sample]),
+                        TickTrigger::PeakDrop => any_lower(&js.profile.peak_from(s), &js.profile.peak_from(js.sample)),
                         TickTrigger::DemandDrop => any_lower(&new, &d),
                         TickTrigger::Always => true,
                     };
@@ -456,8 +463,9 @@ impl Simulator {
                 }
             }
         }
-        book.util_integral += util.min(100.0) * dt;
-        book.mem_integral += 100.0 * mem / cap_mem * dt;
+        let (util_pct, mem_pct) = (util.min(100.0), 100.0 * mem / cap_mem);
+        book.util_integral += util_pct * dt;
+        book.mem_integral += mem_pct * dt;
         if any_finished {
             self.remove_finished(g);
         }
@@ -467,6 +475,7 @@ impl Simulator {
         if self.config.record_events && (mem_changed || any_finished || self.books[g].mem_dirty) {
             self.log_memory(g);
         }
+        (util_pct, mem_pct)
     }
 
     /// Removes GPU `g`'s finished jobs (finish_s set, still listed), logging their finish.
@@ -664,6 +673,9 @@ impl Simulator {
             (Some(a), false) => a.min(tick),
             (None, _) => tick,
         };
+        if let Some(trace) = self.usage.as_mut() {
+            trace.push(self.now_s, 0.0, 0.0);
+        }
         self.now_s = target.max(self.now_s);
         self.steps += 1;
         self.admit_arrivals();
@@ -671,7 +683,10 @@ impl Simulator {
 
     /// Ends the simulation and computes the metrics (formulas in docs/SIMULATOR.md). Jobs
     /// that did not finish have `None` times and are left out of the slowdown buckets.
-    pub fn finish(self) -> SimResult {
+    pub fn finish(mut self) -> SimResult {
+        if let Some(trace) = self.usage.as_mut() {
+            trace.push(self.now_s, 0.0, 0.0);
+        }
         let makespan_s =
             if self.done() { self.jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max) } else { self.now_s };
         let bound_jobs: Vec<BoundJob> = self
@@ -739,6 +754,7 @@ impl Simulator {
             decisions: self.decisions,
             jobs: records,
             events: self.events,
+            usage: self.usage,
         }
     }
 }
@@ -748,20 +764,11 @@ fn finish_times(rates: &[f64], running: &[RunningJob], out: &mut Vec<f64>) -> f6
     out.clear();
     let mut first = f64::INFINITY;
     for (r, rj) in rates.iter().zip(running) {
-        let t = rj.remaining_s() / r;
+        let t = time_to_finish(rj.remaining_s(), *r);
         out.push(t);
         first = first.min(t);
     }
     first
-}
-
-/// `out[i]` = component-wise max of `samples[i..]`.
-fn suffix_max(samples: &[Resources]) -> Arc<[Resources]> {
-    let mut out = samples.to_vec();
-    for i in (0..out.len().saturating_sub(1)).rev() {
-        out[i] = out[i].max(&out[i + 1]);
-    }
-    out.into()
 }
 
 /// True when `a` is below `b` in some resource.

@@ -10,15 +10,17 @@ use dqngpu_model::{library, WorkloadClass};
 use dqngpu_sim::{draw, Arrivals, SimConfig, DEFAULT_JOBS};
 use serde::Serialize;
 
-use super::simulate::{cluster, resolve_scheduler, sim_error};
+use dqngpu_rl::SchedulerName;
+
+use super::simulate::{cluster, resolve_scheduler};
 use super::Format;
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Schedulers to time, comma-separated.
+    /// Schedulers to time, comma-separated (heuristics; any case).
     #[arg(long, default_value = "sjf,tetris", value_delimiter = ',')]
-    pub schedulers: Vec<String>,
+    pub schedulers: Vec<SchedulerName>,
     /// Timed simulations per scheduler (after one untimed warm-up); the median is reported.
     #[arg(long, default_value_t = 51)]
     pub runs: usize,
@@ -83,11 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let mut rows = Vec::new();
     for name in &args.schedulers {
-        let policy = resolve_scheduler(name, None, args.seed)?;
-        let sim = || {
-            dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default())
-                .map_err(sim_error)
-        };
+        let policy = resolve_scheduler(*name, None, args.seed)?;
+        let sim = || dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default());
         let first = sim()?;
         let mut times = Vec::with_capacity(args.runs);
         for _ in 0..args.runs {

@@ -22,6 +22,12 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The service at `server` (else DQNGPU_SERVER, else http://127.0.0.1:7070), with the
+    /// bearer token read from `token_file` (else DQNGPU_TOKEN).
+    pub fn new(server: Option<String>, token_file: Option<PathBuf>) -> Self {
+        Conn { server, token_file }
+    }
+
     fn server(&self) -> String {
         self.server
             .clone()
@@ -46,8 +52,9 @@ impl Conn {
         Ok(r)
     }
 
-    /// Sends and returns the JSON reply; an HTTP error carries the server's message.
-    fn call(&self, method: &str, path: &str, body: Option<Value>, key: Option<&str>) -> anyhow::Result<Value> {
+    /// Sends and returns the JSON reply; an HTTP error carries the status and the service's
+    /// message. The one HTTP client of the CLI: every command that talks to the service uses it.
+    pub fn call(&self, method: &str, path: &str, body: Option<Value>, key: Option<&str>) -> anyhow::Result<Value> {
         let mut r = self.request(method, path)?;
         if let Some(k) = key {
             r = r.set("Idempotency-Key", k);
@@ -56,12 +63,16 @@ impl Conn {
             Some(b) => r.send_json(b),
             None => r.call(),
         };
+        let url = format!("{}{path}", self.server().trim_end_matches('/'));
         match resp {
-            Ok(resp) => resp.into_json::<Value>().context("reading the service's reply"),
+            Ok(resp) => resp.into_json::<Value>().with_context(|| format!("reading the reply of {method} {url}")),
             Err(ureq::Error::Status(code, resp)) => {
-                let v: Value = resp.into_json().unwrap_or(Value::Null);
-                let msg = v["error"]["message"].as_str().unwrap_or("(no message)").to_string();
-                anyhow::bail!("the service answered {code}: {msg}")
+                let text = resp.into_string().unwrap_or_default();
+                let msg = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                    .unwrap_or(text);
+                anyhow::bail!("{method} {url}: the service answered HTTP {code}: {}", msg.trim())
             }
             Err(e) => Err(anyhow::Error::new(e).context(format!("cannot reach the service at {}", self.server()))),
         }

@@ -6,25 +6,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
 use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
-use dqngpu_rl::deeprm::{self, Baseline, DeepRmParams, Scheduler};
-use dqngpu_rl::net::{OptimizerKind, PolicyNet};
+use dqngpu_rl::deeprm::{self, Baseline, DeepRmParams, Progress, Recipe, Scheduler, Trained};
+use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
-use dqngpu_rl::reinforce::{LrDecay, Schedule, TrainConfig};
+use dqngpu_rl::reinforce::LrDecay;
 
 use super::Format;
-
-/// Seed of the training job sets unless `--seed` says otherwise.
-const TRAIN_SEED: u64 = 42;
-/// Seed of the evaluation job sets (DeepRM's `unseen` seed); distinct from any training seed.
-const EVAL_SEED: u64 = 314_159;
-/// Seed of the validation job sets that pick the best weights during training; distinct from
-/// both, so the evaluation sets are never looked at while training.
-const VAL_SEED: u64 = 271_828;
-/// Validation episodes stop at this time step (jobs not started count as finishing there):
-/// ten times the arrival window, far beyond what any useful policy needs.
-fn val_max_time(p: &DeepRmParams) -> usize {
-    p.simu_len.saturating_mul(10).max(500)
-}
 
 /// Arguments.
 #[derive(ClapArgs, Debug)]
@@ -66,55 +53,73 @@ impl EnvArgs {
     }
 }
 
+/// `--preset`: the base settings the other flags override.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Preset {
+    /// The paper's setting in 30 minutes here (docs/BENCHMARKS.md): 20,000 training sets, 4
+    /// per iteration, lr 1e-3 -> 1e-4 (cosine) over a 1,740 s budget, the best of validation
+    /// checks every 100 iterations on 200 sets kept.
+    Paper,
+    /// The earlier defaults, a short run: 100 sets, 10 per iteration, 1,000 iterations,
+    /// constant lr, no time limit, final weights.
+    Classic,
+}
+
 #[derive(ClapArgs, Debug)]
 struct TrainArgs {
     #[command(flatten)]
     env: EnvArgs,
-    /// Training job sets.
-    #[arg(long, default_value_t = 100)]
-    jobsets: usize,
-    /// Job sets per iteration (a window cycling over all of them).
-    #[arg(long, default_value_t = 10)]
-    jobsets_per_iter: usize,
-    /// Episodes per job set per iteration (the baseline's N).
-    #[arg(long, default_value_t = 20)]
-    episodes: usize,
-    /// Iterations.
-    #[arg(long, default_value_t = 1000)]
-    iterations: usize,
-    /// Learning rate (at the start, with --lr-final).
-    #[arg(long, default_value_t = 1e-3)]
-    lr: f64,
+    /// Base settings; each flag below overrides its part.
+    #[arg(long, value_enum, default_value_t = Preset::Paper)]
+    preset: Preset,
+    /// Training job sets (paper: 20000; classic: 100).
+    #[arg(long)]
+    jobsets: Option<usize>,
+    /// Job sets per iteration, a window cycling over all of them (paper: 4; classic: 10).
+    #[arg(long)]
+    jobsets_per_iter: Option<usize>,
+    /// Episodes per job set per iteration, the baseline's N (20).
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Iterations (paper: 1000000, the time limit ends it; classic: 1000).
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Learning rate at the start (1e-3).
+    #[arg(long)]
+    lr: Option<f64>,
     /// Learning rate at the end: it decays from --lr over training progress, the larger of
-    /// iterations done / --iterations and elapsed / --time-limit-s (default: constant).
+    /// iterations done / --iterations and elapsed / --time-limit-s (paper: 1e-4; classic:
+    /// constant).
     #[arg(long)]
     lr_final: Option<f64>,
-    /// Shape of the decay to --lr-final: cosine or linear.
-    #[arg(long, default_value = "cosine")]
-    lr_decay: String,
-    /// Optimiser: rmsprop (DeepRM) or adam.
-    #[arg(long, default_value = "rmsprop")]
-    optimizer: String,
-    /// Hidden layer sizes, comma-separated.
-    #[arg(long, default_value = "20", value_delimiter = ',')]
-    hidden: Vec<usize>,
-    /// Seed of the training job sets, the initial weights and the sampled actions.
-    #[arg(long, default_value_t = TRAIN_SEED)]
-    seed: u64,
-    /// Stop after this many seconds of wall time (the checkpoint records the iterations done).
+    /// Shape of the decay to --lr-final (cosine).
+    #[arg(long, value_enum, ignore_case = true)]
+    lr_decay: Option<LrDecay>,
+    /// Optimiser (rmsprop, as DeepRM).
+    #[arg(long, value_enum, ignore_case = true)]
+    optimizer: Option<OptimizerKind>,
+    /// Hidden layer sizes, comma-separated (20).
+    #[arg(long, value_delimiter = ',')]
+    hidden: Option<Vec<usize>>,
+    /// Seed of the training job sets, the initial weights and the sampled actions (42).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Stop after this many seconds of wall time (paper: 1740; classic: none); the checkpoint
+    /// records the iterations done.
     #[arg(long)]
     time_limit_s: Option<f64>,
     /// Every this many iterations, a greedy evaluation on the validation job sets; the output
-    /// gets the best-scoring weights seen, the final ones included (0: never; the output
-    /// gets the final weights).
-    #[arg(long, default_value_t = 0)]
-    eval_every: usize,
-    /// Validation job sets (drawn from --val-seed; never the evaluation sets).
-    #[arg(long, default_value_t = 100)]
-    val_jobsets: usize,
-    /// Seed of the validation job sets (must differ from --seed and from 314159).
-    #[arg(long, default_value_t = VAL_SEED)]
-    val_seed: u64,
+    /// gets the best-scoring weights seen, the final ones included (paper: 100; classic and
+    /// 0: never, the final weights).
+    #[arg(long)]
+    eval_every: Option<usize>,
+    /// Validation job sets, drawn from --val-seed, never the evaluation sets (paper: 200;
+    /// classic: 100).
+    #[arg(long)]
+    val_jobsets: Option<usize>,
+    /// Seed of the validation job sets (271828; must differ from --seed and from 314159).
+    #[arg(long)]
+    val_seed: Option<u64>,
     /// Training-curve CSV.
     #[arg(long)]
     curve: Option<PathBuf>,
@@ -126,6 +131,32 @@ struct TrainArgs {
     output: PathBuf,
 }
 
+impl TrainArgs {
+    /// The preset with the flags given laid over it.
+    fn recipe(&self) -> Recipe {
+        let base = match self.preset {
+            Preset::Paper => Recipe::paper(),
+            Preset::Classic => Recipe::classic(),
+        };
+        Recipe {
+            jobsets: self.jobsets.unwrap_or(base.jobsets),
+            jobsets_per_iter: self.jobsets_per_iter.unwrap_or(base.jobsets_per_iter),
+            episodes: self.episodes.unwrap_or(base.episodes),
+            iterations: self.iterations.unwrap_or(base.iterations),
+            lr: self.lr.unwrap_or(base.lr),
+            lr_final: self.lr_final.or(base.lr_final),
+            lr_decay: self.lr_decay.unwrap_or(base.lr_decay),
+            optimizer: self.optimizer.unwrap_or(base.optimizer),
+            hidden: self.hidden.clone().unwrap_or(base.hidden),
+            seed: self.seed.unwrap_or(base.seed),
+            time_limit_s: self.time_limit_s.or(base.time_limit_s),
+            eval_every: self.eval_every.unwrap_or(base.eval_every),
+            val_jobsets: self.val_jobsets.unwrap_or(base.val_jobsets),
+            val_seed: self.val_seed.unwrap_or(base.val_seed),
+        }
+    }
+}
+
 #[derive(ClapArgs, Debug)]
 struct EvalArgs {
     #[command(flatten)]
@@ -134,7 +165,7 @@ struct EvalArgs {
     #[arg(long, default_value_t = 100)]
     jobsets: usize,
     /// Seed of the evaluation job sets (must differ from the training seed).
-    #[arg(long, default_value_t = EVAL_SEED)]
+    #[arg(long, default_value_t = deeprm::EVAL_SEED)]
     seed: u64,
     /// A trained DeepRM model to evaluate beside the baselines.
     #[arg(long)]
@@ -155,166 +186,49 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-fn optimizer(name: &str) -> anyhow::Result<OptimizerKind> {
-    match name {
-        "rmsprop" => Ok(OptimizerKind::Rmsprop),
-        "adam" => Ok(OptimizerKind::Adam),
-        other => Err(dqngpu_model::ModelError::UnknownName {
-            what: "optimizer",
-            name: other.into(),
-            valid: vec!["rmsprop".into(), "adam".into()],
-        }
-        .into()),
-    }
-}
-
-fn lr_decay(name: &str) -> anyhow::Result<LrDecay> {
-    match name {
-        "cosine" => Ok(LrDecay::Cosine),
-        "linear" => Ok(LrDecay::Linear),
-        other => Err(dqngpu_model::ModelError::UnknownName {
-            what: "lr decay",
-            name: other.into(),
-            valid: vec!["cosine".into(), "linear".into()],
-        }
-        .into()),
-    }
-}
-
-/// The best weights seen on the validation sets.
-struct Best {
-    iteration: usize,
-    score: f64,
-    net: PolicyNet,
-}
-
 fn train(a: TrainArgs) -> anyhow::Result<()> {
     let params = a.env.params()?;
-    if a.seed == EVAL_SEED {
-        anyhow::bail!("--seed {EVAL_SEED} draws the evaluation job sets; pick another training seed");
-    }
-    let validate = a.eval_every > 0;
-    if validate {
-        if a.val_jobsets == 0 {
-            anyhow::bail!("--eval-every {} needs --val-jobsets of at least 1", a.eval_every);
-        }
-        if a.val_seed == EVAL_SEED || a.val_seed == a.seed {
-            anyhow::bail!(
-                "--val-seed {} must differ from the training seed ({}) and the evaluation seed ({EVAL_SEED})",
-                a.val_seed,
-                a.seed
-            );
-        }
-    }
-    let cfg = TrainConfig {
-        iterations: a.iterations,
-        episodes: a.episodes,
-        jobsets_per_iter: a.jobsets_per_iter,
-        lr: a.lr,
-        optimizer: optimizer(&a.optimizer)?,
-        gamma: 1.0,
-        hidden: a.hidden.clone(),
-        max_steps: 2000,
-        seed: a.seed,
-    };
-    let schedule = Schedule { lr_final: a.lr_final, decay: lr_decay(&a.lr_decay)?, time_limit_s: a.time_limit_s };
-    schedule.validate()?;
-    let sets = deeprm::job_sets(&params, a.seed, a.jobsets);
-    let val_sets = if validate { deeprm::job_sets(&params, a.val_seed, a.val_jobsets) } else { Vec::new() };
-    let progress = TrainProgress::new(a.iterations, "slowdown", !a.quiet);
-    let started = std::time::Instant::now();
-    let limit = a.time_limit_s;
-    let mut stop_at = None;
-    let mut best: Option<Best> = None;
-    let mut evaluations: Vec<(usize, f64)> = Vec::new();
-    let mut failure: Option<anyhow::Error> = None;
-    // Scores `net` on the validation sets and keeps a copy when it is the best so far.
-    let mut check = |iteration: usize, net: &PolicyNet| -> anyhow::Result<f64> {
-        let v = deeprm::validate(&params, &val_sets, net, val_max_time(&params))?;
-        evaluations.push((iteration, v));
-        if best.as_ref().is_none_or(|b| v < b.score) {
-            best = Some(Best { iteration, score: v, net: net.snapshot()? });
-        }
-        Ok(v)
-    };
-    let (net, curve) = deeprm::train_until(&params, sets, &cfg, &schedule, &mut |s, net| {
-        progress.update(s);
-        if validate && s.iteration % a.eval_every == 0 {
-            match check(s.iteration, net) {
-                Ok(v) => progress.println(format!(
-                    "iteration {}: validation avg slowdown {v:.3} (training {:.3}, lr {:.2e}, {:.0} s)",
-                    s.iteration, s.mean_score, s.lr, s.elapsed_s
-                )),
-                Err(e) => {
-                    failure = Some(e.context(format!("validation at iteration {}", s.iteration)));
-                    return false;
-                }
-            }
-        }
-        let over = limit.is_some_and(|l| started.elapsed().as_secs_f64() >= l);
-        if over {
-            stop_at = Some(s.iteration);
-        }
-        !over
+    let recipe = a.recipe();
+    recipe.validate()?;
+    let progress = TrainProgress::new(recipe.iterations, "slowdown", !a.quiet);
+    let trained = deeprm::train_keep_best(&params, &recipe, &mut |p| match p {
+        Progress::Iteration(s) => progress.update(s),
+        Progress::Validated { stats: s, score } => progress.println(format!(
+            "iteration {}: validation avg slowdown {score:.3} (training {:.3}, lr {:.2e}, {:.0} s)",
+            s.iteration, s.mean_score, s.lr, s.elapsed_s
+        )),
     })?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
     progress.finish();
-    let wall = started.elapsed().as_secs_f64();
-    if validate && !curve.len().is_multiple_of(a.eval_every) {
-        // The final weights compete too.
-        check(curve.len(), &net)?;
-    }
-    let (out_net, selection) = match &best {
-        Some(b) => (
-            &b.net,
-            serde_json::json!({
-                "rule": "lowest greedy avg slowdown on the validation job sets",
-                "val_seed": a.val_seed,
-                "val_jobsets": a.val_jobsets,
-                "val_max_time": val_max_time(&params),
-                "eval_every": a.eval_every,
-                "best_iteration": b.iteration,
-                "best_val_avg_slowdown": b.score,
-                "evaluations": evaluations,
-            }),
-        ),
-        None => (&net, serde_json::json!({"rule": "final weights"})),
-    };
+    let Trained { net, curve, selection, stopped_at, wall_s } = trained;
+    let chosen = selection
+        .as_ref()
+        .map(|b| {
+            format!("; kept iteration {} (validation avg slowdown {:.3})", b.best_iteration, b.best_val_avg_slowdown)
+        })
+        .unwrap_or_default();
     let meta = CheckpointMeta {
         format: FORMAT_VERSION,
         agent: deeprm::AGENT.into(),
         encoding: Encoding::DeepRmClassic(params.clone()),
-        hidden: cfg.hidden.clone(),
-        train: cfg,
-        trained_on: format!("{} DeepRM job sets, seed {}, load {}%", a.jobsets, a.seed, a.env.load),
+        hidden: recipe.hidden.clone(),
+        train: recipe.train_config(),
+        trained_on: format!("{} DeepRM job sets, seed {}, load {}%", recipe.jobsets, recipe.seed, a.env.load),
         iterations_done: curve.len(),
-        train_wall_s: wall,
+        train_wall_s: wall_s,
+        schedule: Some(recipe.schedule()),
+        selection,
     };
-    checkpoint::save(&a.output, out_net, &meta).with_context(|| format!("saving {}", a.output.display()))?;
-    // The schedule and the selection go beside the standard fields (readers ignore them).
-    let meta_file = checkpoint::meta_path(&a.output);
-    let mut doc = serde_json::to_value(&meta)?;
-    if let Some(obj) = doc.as_object_mut() {
-        obj.insert("schedule".into(), serde_json::to_value(schedule)?);
-        obj.insert("selection".into(), selection);
-    }
-    dqngpu_model::error::write_file_atomic(&meta_file, serde_json::to_string_pretty(&doc)?.as_bytes())
-        .with_context(|| format!("writing {}", meta_file.display()))?;
+    checkpoint::save(&a.output, &net, &meta).with_context(|| format!("saving {}", a.output.display()))?;
     if let Some(path) = &a.curve {
         write_curve(path, &curve)?;
     }
     let last = curve.last().map(|s| s.mean_score).unwrap_or(f64::NAN);
-    let chosen = best
-        .map(|b| format!("; kept iteration {} (validation avg slowdown {:.3})", b.iteration, b.score))
-        .unwrap_or_default();
     eprintln!(
-        "trained {} iterations{} in {wall:.0} s; last training avg slowdown {last:.3}{chosen}; wrote {} and {}",
+        "trained {} iterations{} in {wall_s:.0} s; last training avg slowdown {last:.3}{chosen}; wrote {} and {}",
         curve.len(),
-        stop_at.map(|i| format!(" (time limit hit at {i})")).unwrap_or_default(),
+        stopped_at.map(|i| format!(" (time limit hit at {i})")).unwrap_or_default(),
         a.output.display(),
-        meta_file.display()
+        checkpoint::meta_path(&a.output).display()
     );
     Ok(())
 }
@@ -350,4 +264,45 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    fn recipe(args: &[&str]) -> Recipe {
+        let cli = Cli::try_parse_from(["deeprm-train"].iter().chain(args)).unwrap_or_else(|e| panic!("{e}"));
+        cli.train.recipe()
+    }
+
+    /// Issue 13 item 6: no flags means the paper's recipe, not the short run.
+    #[test]
+    fn no_flags_train_by_the_paper_recipe() {
+        assert_eq!(recipe(&["-o", "m"]), Recipe::paper());
+        assert_eq!(recipe(&["--preset", "classic", "-o", "m"]), Recipe::classic());
+    }
+
+    #[test]
+    fn flags_override_the_preset() {
+        let r =
+            recipe(&["-o", "m", "--jobsets", "7", "--optimizer", "ADAM", "--lr-decay", "linear", "--eval-every", "0"]);
+        assert_eq!(
+            r,
+            Recipe {
+                jobsets: 7,
+                optimizer: OptimizerKind::Adam,
+                lr_decay: LrDecay::Linear,
+                eval_every: 0,
+                ..Recipe::paper()
+            }
+        );
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use dqngpu_experiment::{output, ExperimentConfig, ExperimentError};
+use dqngpu_experiment::{output, ExperimentConfig};
 
 /// Arguments.
 #[derive(clap::Args, Debug)]
@@ -26,15 +26,6 @@ pub struct Args {
     pub no_progress: bool,
 }
 
-/// A usage error inside the experiment's error becomes the model error itself, so the exit
-/// code mapping (2 for unknown names) sees it.
-fn lift(e: ExperimentError) -> anyhow::Error {
-    match e {
-        ExperimentError::Model(m) => anyhow::Error::from(m),
-        other => anyhow::Error::from(other),
-    }
-}
-
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut cfg = match &args.config {
@@ -48,8 +39,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.quick {
         cfg = cfg.quick();
     }
-    let res = dqngpu_experiment::run(&cfg, args.quick, !args.no_progress).map_err(lift)?;
-    output::write_all(&res, &args.out).map_err(lift).with_context(|| format!("writing {}", args.out.display()))?;
+    let res = dqngpu_experiment::run(&cfg, args.quick, !args.no_progress)?;
+    output::write_all(&res, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
 
     for s in &res.skipped {
         eprintln!("skipped {}: {}", s.scheduler, s.reason);

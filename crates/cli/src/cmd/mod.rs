@@ -15,13 +15,31 @@ pub mod workload;
 
 use dqngpu_model::ModelError;
 
-/// 2 when any error in the chain is a usage error (an unknown name), else 1.
+/// 2 when any error in the chain is a usage error (an unknown name), else 1. Each library's
+/// error says for itself whether it is one (its `is_usage`), so commands return errors as
+/// they come, with their sources, and no command maps them.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    let usage = e.chain().any(|c| c.downcast_ref::<ModelError>().is_some_and(ModelError::is_usage));
-    if usage {
+    if e.chain().any(is_usage) {
         2
     } else {
         1
+    }
+}
+
+/// True when `e` is a library error that is a usage error.
+fn is_usage(e: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(e) = e.downcast_ref::<ModelError>() {
+        e.is_usage()
+    } else if let Some(e) = e.downcast_ref::<dqngpu_sim::SimError>() {
+        e.is_usage()
+    } else if let Some(e) = e.downcast_ref::<dqngpu_rl::RlError>() {
+        e.is_usage()
+    } else if let Some(e) = e.downcast_ref::<dqngpu_experiment::ExperimentError>() {
+        e.is_usage()
+    } else if let Some(e) = e.downcast_ref::<dqngpu_profiler::ProfilerError>() {
+        e.is_usage()
+    } else {
+        false
     }
 }
 

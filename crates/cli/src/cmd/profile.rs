@@ -11,9 +11,10 @@ use dqngpu_model::library::read_dir_library;
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
 use dqngpu_profiler::sampler::{run_command, GpuSampler};
-use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions, ProfilerError};
+use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions};
 use serde_json::{json, Value};
 
+use super::client::Conn;
 use super::Format;
 
 /// Arguments.
@@ -83,9 +84,12 @@ struct OutArgs {
     /// Library directory: writes DIR/APP.json (APP-2.json, ... when taken).
     #[arg(long)]
     store: Option<PathBuf>,
-    /// Service URL: POST the profile to URL/v1/profiles (token from DQNGPU_TOKEN).
+    /// Service URL: POST the profile to URL/v1/profiles.
     #[arg(long)]
     server: Option<String>,
+    /// File holding the service's bearer token (else DQNGPU_TOKEN).
+    #[arg(long, requires = "server")]
+    token_file: Option<PathBuf>,
 }
 
 impl OutArgs {
@@ -112,7 +116,8 @@ impl OutArgs {
             write_profile(p, &path)?;
             eprintln!("wrote {}", path.display());
         } else if let Some(url) = &self.server {
-            let reply = http(url, "POST", "/v1/profiles", Some(serde_json::to_value(p)?))?;
+            let conn = Conn::new(Some(url.clone()), self.token_file.clone());
+            let reply = conn.call("POST", "/v1/profiles", Some(serde_json::to_value(p)?), None)?;
             eprintln!("posted `{}` to {url}: {reply}", p.app.name);
         }
         Ok(())
@@ -185,14 +190,16 @@ struct ImportArgs {
 
 /// A library directory or the service.
 #[derive(clap::Args, Debug)]
-#[group(multiple = false)]
 struct SourceArgs {
     /// Library directory of profile files.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "server")]
     library: Option<PathBuf>,
-    /// Service URL (its GET /v1/profiles; token from DQNGPU_TOKEN).
+    /// Service URL (its GET /v1/profiles).
     #[arg(long)]
     server: Option<String>,
+    /// File holding the service's bearer token (else DQNGPU_TOKEN).
+    #[arg(long, requires = "server")]
+    token_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -247,10 +254,10 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         bail!("--interval-ms must be between 1 and {MAX_INTERVAL_MS} (one hour), got {}", a.interval_ms);
     }
     a.out.check()?;
-    let mut sampler = NvmlSampler::open(a.gpu).map_err(lift).context("`profile run` samples the GPU through NVML")?;
+    let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
     eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
-    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms)).map_err(lift)?;
+    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms))?;
     eprintln!(
         "{} {} after {:.1} s; {} readings, {} samples",
         a.command[0].to_string_lossy(),
@@ -266,16 +273,8 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     if !outcome.status.success() && !a.keep_failed {
         bail!("the command {}; no profile written (--keep-failed writes it anyway)", outcome.status);
     }
-    let profile = outcome.profile(app, &device, &node_name()).map_err(lift)?;
+    let profile = outcome.profile(app, &device, &node_name())?;
     a.out.write(&profile)
-}
-
-/// Keeps a model error visible in the chain (so an unknown name exits 2).
-fn lift(e: ProfilerError) -> anyhow::Error {
-    match e {
-        ProfilerError::Model(m) => m.into(),
-        other => other.into(),
-    }
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<()> {
@@ -324,7 +323,7 @@ fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
                 .collect())
         }
         (None, Some(url)) => {
-            let v = http(url, "GET", "/v1/profiles", None)?;
+            let v = Conn::new(Some(url.clone()), source.token_file.clone()).call("GET", "/v1/profiles", None, None)?;
             let list = v.get("profiles").and_then(Value::as_array).cloned().unwrap_or_default();
             Ok(list
                 .into_iter()
@@ -477,35 +476,10 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
 }
 
 fn export(a: ExportArgs) -> anyhow::Result<()> {
-    let source = SourceArgs { library: a.library.clone(), server: None };
+    let source = SourceArgs { library: a.library.clone(), server: None, token_file: None };
     let e = load_one(&a.input, &source)?;
     let p = e.profile.context("no profile")?;
     write_profile(&p, &a.output)?;
     eprintln!("wrote {}", a.output.display());
     Ok(())
-}
-
-/// One request to the service; an HTTP error carries the status and the service's message.
-fn http(base: &str, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-    let url = format!("{}{path}", base.trim_end_matches('/'));
-    let mut req = ureq::request(method, &url).timeout(Duration::from_secs(30));
-    if let Some(t) = std::env::var("DQNGPU_TOKEN").ok().filter(|t| !t.is_empty()) {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let resp = match body {
-        Some(b) => req.send_json(b),
-        None => req.call(),
-    };
-    match resp {
-        Ok(r) => r.into_json::<Value>().with_context(|| format!("reading the reply of {method} {url}")),
-        Err(ureq::Error::Status(code, r)) => {
-            let text = r.into_string().unwrap_or_default();
-            let msg = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or(text);
-            bail!("{method} {url}: the service answered HTTP {code}: {}", msg.trim())
-        }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot reach the service at {base}"))),
-    }
 }

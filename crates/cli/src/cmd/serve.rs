@@ -109,9 +109,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => FileConfig::default(),
     };
-    let listen = args.listen.or(file.listen).unwrap_or_else(|| HttpConfig::default().listen);
-    let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from("dqngpu-data"));
-    let scheduler = args.scheduler.or(file.scheduler).unwrap_or_else(|| "tetris".into());
+    let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(dqngpu_service::DEFAULT_DATA_DIR));
+    let scheduler = args.scheduler.or(file.scheduler).unwrap_or_else(|| dqngpu_service::DEFAULT_SCHEDULER.into());
     let model = args.model.or(file.model);
     let seed = args.seed.or(file.seed).unwrap_or(0);
     let token = match args.token_file.or(file.token_file) {
@@ -137,18 +136,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         gpus,
         Supervisor::Shim { program: exe, args: vec!["serve".into(), "job-shim".into()] },
     );
+    // Unset settings keep the defaults `ServiceConfig::new` and `HttpConfig::default` own.
     cfg.libraries = libraries;
-    cfg.tick = Duration::from_millis(args.tick_ms.or(file.tick_ms).unwrap_or(1000).max(10));
-    cfg.max_retries = args.max_retries.or(file.max_retries).unwrap_or(2);
+    if let Some(ms) = args.tick_ms.or(file.tick_ms) {
+        cfg.tick = Duration::from_millis(ms.max(10));
+    }
+    if let Some(n) = args.max_retries.or(file.max_retries) {
+        cfg.max_retries = n;
+    }
     cfg.mps_thread_pct = args.mps_thread_pct.or(file.mps_thread_pct);
     if cfg.mps_thread_pct.is_some_and(|p| p == 0 || p > 100) {
         anyhow::bail!("--mps-thread-pct must be 1..=100");
     }
-    let http = HttpConfig {
-        listen,
-        token,
-        request_timeout: Duration::from_secs(args.request_timeout_s.or(file.request_timeout_s).unwrap_or(10).max(1)),
-    };
+    let mut http = HttpConfig { token, ..HttpConfig::default() };
+    if let Some(listen) = args.listen.or(file.listen) {
+        http.listen = listen;
+    }
+    if let Some(s) = args.request_timeout_s.or(file.request_timeout_s) {
+        http.request_timeout = Duration::from_secs(s.max(1));
+    }
     dqngpu_service::check_listen(&http)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(dqngpu_service::serve(cfg, http, policy, monitor))?;
@@ -164,11 +170,10 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
     Ok(t)
 }
 
-/// The policy by name. THE ONE PLACE where `--model` must route to the RL crate:
-/// `dqngpu_rl::policy_by_name(name, model, seed)` resolves heuristics and agents alike.
+/// The policy by name (any case): the same resolver as `simulate`, so a trained agent runs
+/// here unchanged.
 fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
-    // The same resolver as `simulate`: a trained agent runs here unchanged.
-    Ok(Arc::from(super::simulate::resolve_scheduler(name, model, seed)?))
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

@@ -8,7 +8,8 @@ use anyhow::Context;
 use dqngpu_interference::Interference;
 use dqngpu_model::error::write_file_atomic;
 use dqngpu_model::{library, AppLibrary, ClusterSpec, JobSet, Policy, WorkloadClass};
-use dqngpu_sim::{draw, SimConfig, SimError, SimResult, TickTrigger, DEFAULT_JOBS};
+use dqngpu_rl::SchedulerName;
+use dqngpu_sim::{draw, SimConfig, SimResult, TickTrigger, DEFAULT_JOBS};
 use serde::Serialize;
 
 use super::Format;
@@ -22,9 +23,9 @@ pub struct Args {
     /// Read the job set from this file (`id,app,submit_s` CSV, or JSON) instead of drawing one.
     #[arg(long)]
     pub jobs: Option<PathBuf>,
-    /// Scheduler name, or `all` for every one.
+    /// Scheduler name (any case), or `all` for every heuristic.
     #[arg(long, default_value = "all")]
-    pub scheduler: String,
+    pub scheduler: SchedulerChoice,
     /// Checkpoint of a trained RL agent (for `--scheduler dqngpu` and the other RL agents).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -105,37 +106,40 @@ pub struct Report {
     pub result: SimResult,
 }
 
-/// The schedulers `--scheduler all` runs.
-///
-/// Hook for the RL crate: when `dqngpu-rl` lands, append its agents' names here.
-pub fn all_scheduler_names() -> Vec<String> {
-    dqngpu_policy::NAMES.iter().map(|s| s.to_string()).collect()
+/// `--scheduler`: one scheduler, or `all` (every heuristic; agents need `--model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerChoice {
+    /// Every heuristic.
+    All,
+    /// This one.
+    One(SchedulerName),
 }
 
-/// Resolves a scheduler by name: a heuristic, or an RL agent (`dqngpu`, `deeprm-max`,
-/// `deeprm-mean`) loaded from `--model`.
-pub fn resolve_scheduler(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Box<dyn Policy>> {
-    let is_agent = dqngpu_rl::names().iter().any(|n| n == name) && !dqngpu_policy::NAMES.contains(&name);
-    if let (Some(m), false) = (model, is_agent) {
-        anyhow::bail!("--model {} is for RL agents; `{name}` is a heuristic and takes no model", m.display());
-    }
-    dqngpu_rl::policy_by_name(name, model, seed).map_err(rl_error)
-}
+impl std::str::FromStr for SchedulerChoice {
+    type Err = dqngpu_model::ModelError;
 
-/// Keeps a model error as the top of the chain so `main` can tell usage errors (exit 2).
-pub fn rl_error(e: dqngpu_rl::RlError) -> anyhow::Error {
-    match e {
-        dqngpu_rl::RlError::Model(m) => m.into(),
-        other => other.into(),
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("all") {
+            Ok(SchedulerChoice::All)
+        } else {
+            s.parse().map(SchedulerChoice::One)
+        }
     }
 }
 
-/// Keeps a model error as the top of the chain so `main` can tell usage errors (exit 2).
-pub fn sim_error(e: SimError) -> anyhow::Error {
-    match e {
-        SimError::Model(m) => m.into(),
-        other => other.into(),
+impl SchedulerChoice {
+    /// The schedulers chosen.
+    pub fn names(self) -> Vec<SchedulerName> {
+        match self {
+            SchedulerChoice::All => SchedulerName::heuristics(),
+            SchedulerChoice::One(n) => vec![n],
+        }
     }
+}
+
+/// The policy `name` resolves to: a heuristic, or an RL agent loaded from `model`.
+pub fn resolve_scheduler(name: SchedulerName, model: Option<&Path>, seed: u64) -> anyhow::Result<Box<dyn Policy>> {
+    Ok(name.resolve(model, seed)?)
 }
 
 /// The cluster a command's `--gpus` / `--cluster` flags describe.
@@ -171,14 +175,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
-    let names = if args.scheduler.trim().eq_ignore_ascii_case("all") {
-        all_scheduler_names()
-    } else {
-        vec![args.scheduler.clone()]
-    };
-    // Resolve every name before simulating, so a typo fails fast.
-    let policies = names
-        .iter()
+    // Resolve every scheduler before simulating, so a missing model fails fast.
+    let policies = args
+        .scheduler
+        .names()
+        .into_iter()
         .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = SimConfig {
@@ -192,7 +193,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut log = String::new();
     for policy in &policies {
         let mut result = dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), config.clone())
-            .map_err(sim_error)
             .with_context(|| format!("simulating `{workload}` under `{}`", policy.name()))?;
         for e in std::mem::take(&mut result.events) {
             let mut v = serde_json::to_value(&e)?;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use dqngpu_model::{ClusterSpec, ModelError, WorkloadClass};
+use dqngpu_model::{ClusterSpec, WorkloadClass};
 use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
 use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
 use dqngpu_rl::net::OptimizerKind;
@@ -15,9 +15,9 @@ use dqngpu_rl::reinforce::TrainConfig;
 /// Arguments.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Agent: dqngpu, deeprm-max or deeprm-mean.
+    /// Agent: dqngpu, deeprm-max or deeprm-mean (any case).
     #[arg(long, default_value = "dqngpu")]
-    agent: String,
+    agent: AgentKind,
     /// Workload class of the training job sets (gpu_heavy, gpu_light, mem_heavy, mem_light,
     /// random), or `all` to cycle through the five.
     #[arg(long, default_value = "all")]
@@ -46,9 +46,9 @@ pub struct Args {
     /// Learning rate.
     #[arg(long, default_value_t = 3e-3)]
     lr: f64,
-    /// Optimiser: adam or rmsprop.
-    #[arg(long, default_value = "adam")]
-    optimizer: String,
+    /// Optimiser.
+    #[arg(long, value_enum, ignore_case = true, default_value_t = OptimizerKind::Adam)]
+    optimizer: OptimizerKind,
     /// Hidden layer sizes, comma-separated.
     #[arg(long, default_value = "20", value_delimiter = ',')]
     hidden: Vec<usize>,
@@ -88,25 +88,10 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let agent = AgentKind::from_name(&a.agent).ok_or_else(|| ModelError::UnknownName {
-        what: "agent",
-        name: a.agent.clone(),
-        valid: AgentKind::NAMES.iter().map(|s| s.to_string()).collect(),
-    })?;
+    let agent = a.agent;
     let classes: Vec<WorkloadClass> =
         if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };
-    let optimizer = match a.optimizer.as_str() {
-        "adam" => OptimizerKind::Adam,
-        "rmsprop" => OptimizerKind::Rmsprop,
-        other => {
-            return Err(ModelError::UnknownName {
-                what: "optimizer",
-                name: other.into(),
-                valid: vec!["adam".into(), "rmsprop".into()],
-            }
-            .into())
-        }
-    };
+    let optimizer = a.optimizer;
     let library = dqngpu_model::library::resolve(&a.library)?;
     let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
@@ -173,6 +158,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
         iterations_done: curve.len(),
         train_wall_s: wall,
+        schedule: None,
+        selection: None,
     };
     checkpoint::save(&a.output, policy_net(&policy), &meta)
         .with_context(|| format!("saving {}", a.output.display()))?;

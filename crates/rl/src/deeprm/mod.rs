@@ -12,9 +12,13 @@
 
 mod baselines;
 mod env;
+mod recipe;
 
 pub use baselines::{evaluate, validate, Baseline, EvalResult, Scheduler};
 pub use env::{ClassicEnv, ClassicTask};
+pub use recipe::{
+    train_keep_best, val_max_time, Progress, Recipe, Selection, Trained, EVAL_SEED, TRAIN_SEED, VAL_SEED,
+};
 
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;

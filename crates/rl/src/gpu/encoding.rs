@@ -13,10 +13,11 @@ use std::sync::Arc;
 use dqngpu_model::{AppProfile, ClusterView, GpuSpec, JobId, QueuedJob, Resources};
 use serde::{Deserialize, Serialize};
 
-use super::guard::{GuardJob, SlowdownGuard};
+use super::guard::{GuardJob, Prediction, SlowdownGuard};
+use super::legal;
 
 /// Which agent an encoding is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
     /// The thesis's agent: time-varying profiles, combination actions.
@@ -28,8 +29,8 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
-    /// All three, as the CLI spells them.
-    pub const NAMES: [&'static str; 3] = ["dqngpu", "deeprm-max", "deeprm-mean"];
+    /// All three.
+    pub const ALL: [AgentKind; 3] = [AgentKind::Dqngpu, AgentKind::DeeprmMax, AgentKind::DeeprmMean];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -40,7 +41,7 @@ impl AgentKind {
         }
     }
 
-    /// Parses a CLI name.
+    /// Parses a CLI name (trimmed, any case; `_` for `-` too).
     pub fn from_name(name: &str) -> Option<Self> {
         match name.trim().to_ascii_lowercase().as_str() {
             "dqngpu" => Some(AgentKind::Dqngpu),
@@ -50,9 +51,33 @@ impl AgentKind {
         }
     }
 
+    /// Every agent's CLI name.
+    pub fn names() -> Vec<String> {
+        Self::ALL.iter().map(|a| a.name().to_string()).collect()
+    }
+
     /// True for the thesis's combination actions.
     pub fn combinations(self) -> bool {
         self == AgentKind::Dqngpu
+    }
+}
+
+impl std::str::FromStr for AgentKind {
+    type Err = dqngpu_model::ModelError;
+
+    /// [`AgentKind::from_name`]; an unknown name is a usage error listing the agents.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AgentKind::from_name(s).ok_or_else(|| dqngpu_model::ModelError::UnknownName {
+            what: "agent",
+            name: s.to_string(),
+            valid: AgentKind::names(),
+        })
+    }
+}
+
+impl std::fmt::Display for AgentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -268,6 +293,149 @@ impl Candidate {
     }
 }
 
+/// Writes every action's inputs into `obs` and which actions are allowed into `mask` (the
+/// rules in [`super::legal`]). Hold is always allowed except on an idle GPU while some job
+/// fits there.
+pub fn encode(
+    enc: &GpuEncoding,
+    round: &GpuRound,
+    slots: &[Candidate],
+    backlog: usize,
+    obs: &mut [f32],
+    mask: &mut [bool],
+) {
+    let t = enc.time_horizon;
+    let load = round.load(t);
+    let grid = Grid { enc, cap: round.capacity.to_array() };
+    let al = enc.action_len();
+    obs.fill(0.0);
+    let cluster = grid.cluster_image(&load);
+    let backlog_v = backlog.min(enc.backlog_cap) as f32 / enc.backlog_cap as f32;
+    let mut any_fits = false;
+    let mut guard = GuardMemo::default();
+    for a in 0..enc.n_actions() {
+        let set = enc.subset(a);
+        let members: Vec<&Candidate> =
+            (0..enc.job_slots).filter(|i| set & (1 << i) != 0).filter_map(|i| slots.get(i)).collect();
+        let exists = members.len() == set.count_ones() as usize;
+        let x = &mut obs[a * al..(a + 1) * al];
+        x[..cluster.len()].copy_from_slice(&cluster);
+        let usage = grid.action_image(x, &load, &members);
+        let e = 8 * grid.img();
+        x[e] = if a == 0 { 1.0 } else { 0.0 };
+        x[e + 1] = members.len() as f32 / enc.job_slots as f32;
+        x[e + 2] = backlog_v;
+        for k in 0..4 {
+            x[e + 3 + k] = usage.over[k] as f32 / t as f32;
+        }
+        if a == 0 {
+            continue;
+        }
+        let mut allowed = exists && !members.is_empty() && legal::allowed(enc, round, &members, &usage, &grid.cap);
+        if let (Some(g), true) = (&enc.guard, allowed) {
+            allowed = match guard.predict(g, round, set, &members) {
+                Some(p) => {
+                    x[e + 7] = (p.worst_slowdown / SLOWDOWN_INPUT_CAP).min(1.0) as f32;
+                    p.admitted
+                }
+                None => false,
+            };
+        }
+        mask[a] = allowed;
+        any_fits |= mask[a];
+    }
+    mask[0] = !(round.residents.is_empty() && any_fits);
+}
+
+/// The images' cell grid: `res_slots` cells per resource, each 1/`res_slots` of the GPU.
+struct Grid<'a> {
+    enc: &'a GpuEncoding,
+    cap: [f64; 4],
+}
+
+impl Grid<'_> {
+    /// Cells of one resource's image (rows x cells).
+    fn img(&self) -> usize {
+        self.enc.time_horizon * self.enc.res_slots
+    }
+
+    /// Cells filled by `v` of resource `k`.
+    fn cell(&self, v: f64, k: usize) -> usize {
+        if self.cap[k] <= 0.0 {
+            0
+        } else {
+            ((v / self.cap[k] * self.enc.res_slots as f64).ceil().max(0.0) as usize).min(self.enc.res_slots)
+        }
+    }
+
+    /// The cluster image of what already runs, shared by every action.
+    fn cluster_image(&self, load: &[Resources]) -> Vec<f32> {
+        let (img, w) = (self.img(), self.enc.res_slots);
+        let mut cluster = vec![0.0f32; 4 * img];
+        for (r, row) in load.iter().enumerate() {
+            for (k, v) in row.to_array().iter().enumerate() {
+                let c = self.cell(*v, k);
+                cluster[k * img + r * w..k * img + r * w + c].fill(1.0);
+            }
+        }
+        cluster
+    }
+
+    /// Writes the combined image of `members` into `x` and returns how the GPU would be used.
+    fn action_image(&self, x: &mut [f32], load: &[Resources], members: &[&Candidate]) -> legal::Usage {
+        let (t, img, w) = (self.enc.time_horizon, self.img(), self.enc.res_slots);
+        let mut add = vec![Resources::ZERO; t];
+        for c in members {
+            for (s, v) in add.iter_mut().zip(&c.rows) {
+                *s = s.add(v);
+            }
+        }
+        let mut usage = legal::Usage::default();
+        for r in 0..t {
+            let both = load[r].add(&add[r]).to_array();
+            for (k, v) in add[r].to_array().iter().enumerate() {
+                let c = self.cell(*v, k);
+                let base = 4 * img + k * img + r * w;
+                x[base..base + c].fill(1.0);
+                if both[k] > self.cap[k] + 1e-9 {
+                    usage.over[k] += 1;
+                }
+                usage.area[k] += both[k];
+            }
+        }
+        usage
+    }
+}
+
+/// The guard's verdicts within one round: a group holding a refused group is refused too
+/// (more jobs only slow each other more); subsets come first in action order, so this skips
+/// predictions.
+#[derive(Default)]
+struct GuardMemo {
+    refused: Vec<u32>,
+}
+
+impl GuardMemo {
+    /// The guard's prediction for `members` (action subset `set`), or None when a subset was
+    /// already refused.
+    fn predict(
+        &mut self,
+        guard: &SlowdownGuard,
+        round: &GpuRound,
+        set: u32,
+        members: &[&Candidate],
+    ) -> Option<Prediction> {
+        if self.refused.iter().any(|&r| r & !set == 0) {
+            return None;
+        }
+        let p = guard.predict(&round.spec, &guard_jobs(round, members));
+        if !p.admitted {
+            self.refused.push(set);
+        }
+        Some(p)
+    }
+}
+
 /// The GPU's residents and `members` (from their start) as the guard sees them.
 fn guard_jobs<'a>(round: &'a GpuRound, members: &[&'a Candidate]) -> Vec<GuardJob<'a>> {
     let residents = round.residents.iter().map(|r| GuardJob {
@@ -278,119 +446,4 @@ fn guard_jobs<'a>(round: &'a GpuRound, members: &[&'a Candidate]) -> Vec<GuardJo
     });
     let new = members.iter().map(|c| GuardJob { app: &c.app, profile: &c.profile, progress_s: 0.0, lost_s: 0.0 });
     residents.chain(new).collect()
-}
-
-/// Writes every action's inputs into `obs` and which actions are allowed into `mask`.
-///
-/// An action is allowed when its jobs exist, none was killed beside another app in the
-/// group, and the group fits the GPU: memory at every row (an overflow is an OOM kill; with
-/// the slowdown guard, second by second as the guard predicts it instead), and
-/// for the thesis's agent the compute resources over the horizon as a whole (the thesis's
-/// capacity condition, sum_j r_jk T_j <= R_k T: overcommitting them only slows jobs down,
-/// which the agent learns to weigh); DeepRM Max / Mean keep DeepRM's rule, every resource at
-/// every row. With the guard, DqnGPU's groups must also pass it (see `guard.rs`). Hold is
-/// always allowed except on an idle GPU while some job fits there.
-pub fn encode(
-    enc: &GpuEncoding,
-    round: &GpuRound,
-    slots: &[Candidate],
-    backlog: usize,
-    obs: &mut [f32],
-    mask: &mut [bool],
-) {
-    let t = enc.time_horizon;
-    let cap = round.capacity.to_array();
-    let load = round.load(t);
-    let cell = |v: f64, k: usize| -> usize {
-        if cap[k] <= 0.0 {
-            0
-        } else {
-            ((v / cap[k] * enc.res_slots as f64).ceil().max(0.0) as usize).min(enc.res_slots)
-        }
-    };
-    let img = t * enc.res_slots;
-    let al = enc.action_len();
-    let m = enc.job_slots;
-    obs.fill(0.0);
-    // The cluster image, shared by every action.
-    let mut cluster = vec![0.0f32; 4 * img];
-    for (r, row) in load.iter().enumerate() {
-        for (k, v) in row.to_array().iter().enumerate() {
-            let c = cell(*v, k);
-            cluster[k * img + r * enc.res_slots..k * img + r * enc.res_slots + c].fill(1.0);
-        }
-    }
-    let backlog_v = backlog.min(enc.backlog_cap) as f32 / enc.backlog_cap as f32;
-    let mut any_fits = false;
-    let mut refused: Vec<u32> = Vec::new();
-    for a in 0..enc.n_actions() {
-        let set = enc.subset(a);
-        let members: Vec<&Candidate> = (0..m).filter(|i| set & (1 << i) != 0).filter_map(|i| slots.get(i)).collect();
-        let exists = members.len() == set.count_ones() as usize;
-        let x = &mut obs[a * al..(a + 1) * al];
-        x[..4 * img].copy_from_slice(&cluster);
-        let mut add = vec![Resources::ZERO; t];
-        for c in &members {
-            for (s, v) in add.iter_mut().zip(&c.rows) {
-                *s = s.add(v);
-            }
-        }
-        let mut over = [0usize; 4];
-        let mut area = [0.0f64; 4];
-        for r in 0..t {
-            let both = load[r].add(&add[r]).to_array();
-            for (k, v) in add[r].to_array().iter().enumerate() {
-                let c = cell(*v, k);
-                let base = 4 * img + k * img + r * enc.res_slots;
-                x[base..base + c].fill(1.0);
-                if both[k] > cap[k] + 1e-9 {
-                    over[k] += 1;
-                }
-                area[k] += both[k];
-            }
-        }
-        let e = 8 * img;
-        x[e] = if a == 0 { 1.0 } else { 0.0 };
-        x[e + 1] = members.len() as f32 / m as f32;
-        x[e + 2] = backlog_v;
-        for k in 0..4 {
-            x[e + 3 + k] = over[k] as f32 / t as f32;
-        }
-        if a == 0 {
-            continue;
-        }
-        let conflict = members.iter().any(|c| {
-            c.avoid
-                .iter()
-                .any(|app| round.residents.iter().any(|r| &r.app == app) || members.iter().any(|o| &o.app == app))
-        });
-        let fits = match enc.agent {
-            AgentKind::Dqngpu => {
-                // With the guard, memory is checked second by second, drift included; the
-                // rows' maxima would also forbid short overlaps the guard proves safe (a
-                // job's loading phase beside another's last seconds).
-                (enc.guard.is_some() || over[1] == 0)
-                    && (0..4).filter(|&k| k != 1).all(|k| area[k] <= cap[k] * t as f64 + 1e-9)
-            }
-            _ => over.iter().all(|&o| o == 0),
-        };
-        let mut allowed = exists && !conflict && fits && !members.is_empty();
-        if let (Some(guard), true) = (&enc.guard, allowed) {
-            // A group holding a refused group is refused too (more jobs only slow each
-            // other more); subsets come first in action order, so this skips predictions.
-            if refused.iter().any(|&r| r & !set == 0) {
-                allowed = false;
-            } else {
-                let p = guard.predict(&round.spec, &guard_jobs(round, &members));
-                x[e + 7] = (p.worst_slowdown / SLOWDOWN_INPUT_CAP).min(1.0) as f32;
-                allowed = p.admitted;
-                if !allowed {
-                    refused.push(set);
-                }
-            }
-        }
-        mask[a] = allowed;
-        any_fits |= mask[a];
-    }
-    mask[0] = !(round.residents.is_empty() && any_fits);
 }

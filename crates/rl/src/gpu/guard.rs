@@ -6,14 +6,16 @@
 //! Why: the thesis's agent weighs only the makespan, so it learns to pack jobs that slow each
 //! other down a lot; operators want co-location that does not slow jobs ("without slowing
 //! any job much"). The prediction is a small simulation of the jobs on this GPU alone, with
-//! the simulator's stepping rule. Because interference stretches jobs
+//! the simulator's own stepping rule ([`dqngpu_sim::step::LoneGpu`]). Because interference stretches jobs
 //! differently, memory phases drift apart from the rate-1 alignment the images assume; the
 //! prediction follows that drift, which is what the row-by-row memory check cannot do.
 //! Jobs placed later on the same GPU are checked again then, against what the residents have
 //! already lost, so the bound holds for every job unless the model is wrong.
 
-use dqngpu_interference::{Contention, ContentionParams, Interference, JobLoad};
-use dqngpu_model::{AppProfile, GpuSpec, Resources};
+use dqngpu_interference::{Contention, ContentionParams};
+use dqngpu_model::{AppProfile, GpuSpec};
+use dqngpu_sim::step::{LoneGpu, LoneJob};
+use dqngpu_sim::RATE_FLOOR;
 use serde::{Deserialize, Serialize};
 
 /// The guard's settings.
@@ -66,14 +68,6 @@ pub struct Prediction {
     pub admitted: bool,
 }
 
-/// Per-job state of the prediction.
-#[derive(Debug, Clone, Copy)]
-struct Live {
-    progress_s: f64,
-    lost_s: f64,
-    done: bool,
-}
-
 impl SlowdownGuard {
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), crate::RlError> {
@@ -97,66 +91,39 @@ impl SlowdownGuard {
     /// the whole step of `step_s` wall seconds, which ends early when a job finishes.
     pub fn predict(&self, gpu: &GpuSpec, jobs: &[GuardJob<'_>]) -> Prediction {
         let model = Contention::new(self.model);
-        let mut live: Vec<Live> = jobs
-            .iter()
-            .map(|j| Live {
-                progress_s: j.progress_s.max(0.0),
-                lost_s: j.lost_s.max(0.0),
-                done: j.progress_s >= j.profile.solo_s(),
-            })
-            .collect();
+        let mut lost: Vec<f64> = jobs.iter().map(|j| j.lost_s.max(0.0)).collect();
         let mut worst: f64 = 0.0;
-        for (j, l) in jobs.iter().zip(&live) {
-            worst = worst.max(l.lost_s / j.profile.solo_s());
+        for (j, l) in jobs.iter().zip(&lost) {
+            worst = worst.max(l / j.profile.solo_s());
         }
         let refuse = |worst: f64, memory_over: bool| Prediction { worst_slowdown: worst, memory_over, admitted: false };
-        let mut rates = vec![1.0; jobs.len()];
-        let mut loads: Vec<JobLoad<'_>> = Vec::with_capacity(jobs.len());
-        let mut index: Vec<usize> = Vec::with_capacity(jobs.len());
-        // Rates never fall below MIN_RATE, so every job finishes within this many steps.
+        let lone = jobs
+            .iter()
+            .map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s.max(0.0), rate: None })
+            .collect();
+        let mut on_gpu = LoneGpu::new(gpu, &model, lone);
+        // Rates never fall below RATE_FLOOR, so every job finishes within this many steps.
         let longest = jobs.iter().map(|j| j.profile.solo_s()).fold(0.0, f64::max);
-        let max_steps = (longest / dqngpu_interference::MIN_RATE / self.step_s).ceil() as usize + jobs.len() + 1;
+        let max_steps = (longest / RATE_FLOOR / self.step_s).ceil() as usize + jobs.len() + 1;
         for _ in 0..max_steps {
-            loads.clear();
-            index.clear();
-            let mut mem = 0.0;
-            for (k, (j, l)) in jobs.iter().zip(&live).enumerate() {
-                if !l.done {
-                    let d: &Resources = j.profile.demand_at(l.progress_s);
-                    mem += d.gpu_mem_mib;
-                    loads.push(JobLoad { app: j.app, demand: d });
-                    index.push(k);
-                }
-            }
-            if loads.is_empty() {
+            if on_gpu.all_done() {
                 return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
             }
-            if mem > gpu.memory_mib + 1e-9 {
+            if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
                 return refuse(worst, true);
             }
-            model.rates(gpu, &loads, &mut rates[..loads.len()]);
-            let mut dt = self.step_s;
-            for (slot, &k) in index.iter().enumerate() {
-                dt = dt.min((jobs[k].profile.solo_s() - live[k].progress_s).max(0.0) / rates[slot]);
-            }
-            for (slot, &k) in index.iter().enumerate() {
-                let (j, l) = (&jobs[k], &mut live[k]);
-                let rate = rates[slot];
+            let dt = on_gpu.step(self.step_s);
+            for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
+                let Some(rate) = lone.rate else { continue };
                 let solo = j.profile.solo_s();
-                l.lost_s += dt * (1.0 - rate);
-                if (solo - l.progress_s) / rate <= dt * (1.0 + 1e-12) + 1e-12 {
-                    l.progress_s = solo;
-                    l.done = true;
-                } else {
-                    l.progress_s += rate * dt;
-                }
-                worst = worst.max(l.lost_s / solo);
-                if l.lost_s > self.max_slowdown * solo + 1e-9 {
+                *l += dt * (1.0 - rate);
+                worst = worst.max(*l / solo);
+                if *l > self.max_slowdown * solo + 1e-9 {
                     return refuse(worst, false);
                 }
             }
         }
-        // Unreachable (rates are at least MIN_RATE); stay safe.
+        // Unreachable (rates are at least RATE_FLOOR); stay safe.
         refuse(worst, false)
     }
 }
@@ -164,7 +131,7 @@ impl SlowdownGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dqngpu_model::AppInfo;
+    use dqngpu_model::{AppInfo, Resources};
 
     fn gpu() -> GpuSpec {
         dqngpu_model::gpu::lookup("titanxp").unwrap_or_else(|e| panic!("{e}"))

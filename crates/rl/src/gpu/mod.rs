@@ -4,6 +4,7 @@ mod agent;
 mod encoding;
 mod env;
 mod guard;
+mod legal;
 mod round;
 
 use std::sync::Arc;
