@@ -29,3 +29,35 @@ pub mod standin;
 pub mod state;
 pub mod units;
 pub mod wire;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Serves the extender on `listen` until `shutdown` completes (graceful: requests in flight
+/// finish).
+pub async fn serve(
+    state: api::AppState,
+    http: &api::HttpConfig,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    tracing::info!(addr = %listener.local_addr()?, prefix = %api::normalise_prefix(&http.prefix), "extender listening");
+    axum::serve(listener, api::app(state, http)).with_graceful_shutdown(shutdown).await
+}
+
+/// Builds the engine and binder for `client`, starts the reflectors and returns the state
+/// the HTTP layer serves.
+pub fn start(
+    client: apiserver::ApiClient,
+    cfg: state::StateConfig,
+    profiles: state::Profiles,
+    policy: Arc<dyn dqngpu_model::Policy>,
+) -> api::AppState {
+    let cluster = Arc::new(state::Cluster::new(cfg, Arc::new(profiles)));
+    let engine = Arc::new(decide::Engine::new(cluster, policy));
+    let client = Arc::new(client);
+    reflector::spawn(client.clone(), engine.clone());
+    api::AppState { binder: Some(Arc::new(bind::Binder { engine: engine.clone(), client })), engine }
+}

@@ -1,0 +1,153 @@
+//! Benchmarks of the extender (docs/BENCHMARKS.md):
+//! 1. filter + prioritize for one pod over real loopback HTTP, 1,000 nodes x 8 GPUs with
+//!    5,000 running pods (thesis apps and unknown ones), `nodeCacheCapable` node names;
+//! 2. 1,000 binds through the extender's `/bind` against the stand-in apiserver (pod patch
+//!    and Binding per bind, reflectors following the watch), from 16 client threads.
+//!
+//! `cargo run --release -p dqngpu-k8s --example k8s_bench [-- ITERATIONS]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use dqngpu_k8s::api::{AppState, HttpConfig};
+use dqngpu_k8s::apiserver::{ApiClient, ApiConfig, Token};
+use dqngpu_k8s::devices::*;
+use dqngpu_k8s::standin::StandIn;
+use dqngpu_k8s::state::{Profiles, StateConfig};
+
+const NODES: usize = 1000;
+const GPUS: usize = 8;
+const RUNNING: usize = 5000;
+const BINDS: usize = 1000;
+const APPS: [&str; 6] = ["resnet50", "vgg16", "alexnet", "LAMMPS", "GROMACS", "other-app"];
+
+fn node(i: usize) -> Value {
+    json!({"metadata": {"name": format!("node-{i:04}"), "labels": {PRODUCT_LABEL: "NVIDIA-A100-SXM4-80GB"}},
+           "status": {"capacity": {GPUSHARE_COUNT: GPUS.to_string(), GPUSHARE_MEM: (GPUS * 80).to_string()}}})
+}
+
+fn pod(name: &str, gib: u32, app: &str, placed: Option<(usize, usize)>) -> Value {
+    let mut p = json!({"metadata": {"name": name, "namespace": "bench", "uid": format!("uid-{name}"), "annotations": {APP_ANNOTATION: app}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {GPUSHARE_MEM: gib.to_string()}}}]}, "status": {"phase": "Pending"}});
+    if let Some((n, g)) = placed {
+        p["spec"]["nodeName"] = json!(format!("node-{n:04}"));
+        p["status"] = json!({"phase": "Running", "startTime": "2026-01-01T00:00:00Z"});
+        p["metadata"]["annotations"][GPUSHARE_IDX] = json!(g.to_string());
+        p["metadata"]["annotations"][GPUSHARE_POD] = json!(gib.to_string());
+    }
+    p
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn post(agent: &ureq::Agent, url: &str, body: &str) -> Value {
+    agent
+        .post(url)
+        .set("content-type", "application/json")
+        .send_string(body)
+        .expect("request")
+        .into_json()
+        .expect("json")
+}
+
+fn main() {
+    let iterations: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
+    // Deterministic layout: pod k on node k % NODES, GPU (k / NODES) % GPUS.
+    let api = StandIn::new(None);
+    for i in 0..NODES {
+        api.put_node(node(i));
+    }
+    for k in 0..RUNNING {
+        api.put_pod(pod(&format!("run-{k}"), 10, APPS[k % APPS.len()], Some((k % NODES, (k / NODES) % GPUS))));
+    }
+    for b in 0..BINDS {
+        api.put_pod(pod(&format!("new-{b}"), 8, APPS[b % APPS.len()], None));
+    }
+    let url = api.start().expect("stand-in");
+    let client = ApiClient::new(ApiConfig { server: url, token: Token::None, tls: None });
+    let lib = dqngpu_model::library::resolve("thesis").expect("thesis library");
+    let policy = Arc::from(dqngpu_policy::by_name("tetris", 0).expect("tetris"));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let state: AppState =
+        rt.block_on(async { dqngpu_k8s::start(client, StateConfig::default(), Profiles::new(&[lib]), policy) });
+    let engine = state.engine.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    rt.spawn(async move {
+        let _ = dqngpu_k8s::serve(state, &HttpConfig::default(), addr, std::future::pending()).await;
+    });
+    let t0 = Instant::now();
+    while !(engine.cluster.synced() && engine.cluster.pod_count() == RUNNING + BINDS) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("listed {NODES} nodes and {} pods in {:.2} s", RUNNING + BINDS, t0.elapsed().as_secs_f64());
+    let base = format!("http://{addr}");
+    let agent = ureq::AgentBuilder::new().build();
+    while agent.get(&format!("{base}/healthz")).call().is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let names: Vec<String> = (0..NODES).map(|i| format!("node-{i:04}")).collect();
+
+    // 1. filter + prioritize.
+    let mut lat = Vec::new();
+    for i in 0..iterations + 20 {
+        let p = pod(&format!("new-{}", i % BINDS), 8 + (i % 3) as u32 * 8, APPS[i % APPS.len()], None);
+        let body = json!({"Pod": p, "Nodes": null, "NodeNames": names}).to_string();
+        let t = Instant::now();
+        let f = post(&agent, &format!("{base}/filter"), &body);
+        let kept = f["NodeNames"].as_array().map_or(0, Vec::len);
+        let body2 = json!({"Pod": p, "Nodes": null, "NodeNames": f["NodeNames"]}).to_string();
+        let pr = post(&agent, &format!("{base}/prioritize"), &body2);
+        let dt = t.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(pr.as_array().map_or(0, Vec::len), kept);
+        if i >= 20 {
+            lat.push(dt);
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    println!(
+        "filter+prioritize, {NODES} nodes x {GPUS} GPUs, {RUNNING} running pods, {iterations} pods: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.9),
+        percentile(&lat, 0.99),
+        lat[lat.len() - 1]
+    );
+
+    // 2. 1,000 binds from 16 threads through /bind.
+    let t = Instant::now();
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for th in 0..16 {
+            let (base, failures) = (&base, &failures);
+            s.spawn(move || {
+                let agent = ureq::AgentBuilder::new().build();
+                for b in (th..BINDS).step_by(16) {
+                    let body = json!({"PodName": format!("new-{b}"), "PodNamespace": "bench", "PodUID": format!("uid-new-{b}"), "Node": format!("node-{:04}", (b * 7) % NODES)});
+                    let r = post(&agent, &format!("{base}/bind"), &body.to_string());
+                    if r["Error"] != json!("") {
+                        failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        eprintln!("bind failed: {r}");
+                    }
+                }
+            });
+        }
+    });
+    let wall = t.elapsed().as_secs_f64();
+    let bound = api
+        .pods()
+        .iter()
+        .filter(|p| {
+            p["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("new-")) && p["spec"]["nodeName"].is_string()
+        })
+        .count();
+    println!(
+        "{BINDS} binds (16 threads, patch + Binding each, stand-in apiserver): {wall:.2} s, {:.0} binds/s, {} failed, {bound} bound",
+        BINDS as f64 / wall,
+        failures.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
