@@ -93,7 +93,32 @@ fn main() {
     }
     let names: Vec<String> = (0..NODES).map(|i| format!("node-{i:04}")).collect();
 
-    // 1. filter + prioritize.
+    // 1a. The engine alone (no HTTP, no JSON).
+    let mut eng = Vec::new();
+    for i in 0..iterations + 20 {
+        let v = pod(&format!("new-{}", i % BINDS), 8 + (i % 3) as u32 * 8, APPS[i % APPS.len()], None);
+        let p = dqngpu_k8s::wire::PodInfo::from_value(&v, "pod").expect("pod");
+        let t = Instant::now();
+        let f = engine.filter(&p, &names).expect("filter");
+        let pr = engine.prioritize(&p, &f.keep).expect("prioritize");
+        let dt = t.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(pr.len(), f.keep.len());
+        if i >= 20 {
+            eng.push(dt);
+        }
+        if std::env::var_os("K8S_BENCH_TRACE").is_some() {
+            eprintln!("{} {} {:.2}", APPS[i % APPS.len()], 8 + (i % 3) * 8, dt);
+        }
+    }
+    eng.sort_by(f64::total_cmp);
+    println!(
+        "engine only (filter+prioritize calls): p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        percentile(&eng, 0.5),
+        percentile(&eng, 0.9),
+        percentile(&eng, 0.99)
+    );
+
+    // 1b. filter + prioritize over HTTP.
     let mut lat = Vec::new();
     for i in 0..iterations + 20 {
         let p = pod(&format!("new-{}", i % BINDS), 8 + (i % 3) as u32 * 8, APPS[i % APPS.len()], None);

@@ -103,12 +103,11 @@ async fn filter(State(s): State<AppState>, body: Bytes) -> Response {
         Ok(n) => n,
         Err(e) => return filter_error(&s, e.to_string()),
     };
-    let engine = s.engine.clone();
-    let pod = args.pod.clone();
-    let out = match tokio::task::spawn_blocking(move || engine.filter(&pod, &names)).await {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => return filter_error(&s, format!("pod {}: {e}", args.pod.key())),
-        Err(_) => return filter_error(&s, "internal error".into()),
+    // About a millisecond of CPU for 1,000 nodes (docs/BENCHMARKS.md): run inline rather than
+    // pay a thread hand-off per request.
+    let out = match s.engine.filter(&args.pod, &names) {
+        Ok(o) => o,
+        Err(e) => return filter_error(&s, format!("pod {}: {e}", args.pod.key())),
     };
     let failed = if out.failed.is_empty() { None } else { Some(out.failed) };
     let reply = if args.node_names.is_some() || args.nodes.is_none() {
@@ -142,13 +141,9 @@ async fn prioritize(State(s): State<AppState>, body: Bytes) -> Response {
         Ok(n) => n,
         Err(e) => return bad(e.to_string()),
     };
-    let engine = s.engine.clone();
-    let pod = args.pod;
-    let key = pod.key();
-    match tokio::task::spawn_blocking(move || engine.prioritize(&pod, &names)).await {
-        Ok(Ok(list)) => Json(list).into_response(),
-        Ok(Err(e)) => bad(format!("pod {key}: {e}")),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"Error": "internal error"}))).into_response(),
+    match s.engine.prioritize(&args.pod, &names) {
+        Ok(list) => Json(list).into_response(),
+        Err(e) => bad(format!("pod {}: {e}", args.pod.key())),
     }
 }
 

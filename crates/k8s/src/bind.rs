@@ -105,7 +105,7 @@ impl Binder {
                 }
                 GpuRequest::None => BindPatch::default(),
             };
-            engine.cluster.assume(Assumed {
+            let fresh = engine.cluster.assume(Assumed {
                 pod: pod.clone(),
                 node: node.to_string(),
                 gpu_id: slot.device.id.clone(),
@@ -114,6 +114,9 @@ impl Binder {
                 app: d.app.clone(),
                 since_s: now,
             });
+            if !fresh {
+                return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
+            }
             tracing::info!(pod = %pod.key(), node, gpu = %slot.device.id, by_policy = choice.by_policy, rate = choice.rate, "bind");
             (patch, conv)
         };

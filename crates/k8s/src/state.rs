@@ -380,7 +380,8 @@ impl Cluster {
     }
 
     /// Holds `a` as assumed until the watch shows the pod bound (or `assume_ttl_s` passes).
-    pub fn assume(&self, a: Assumed) {
+    /// False (and nothing changes) when the pod is already assumed: a bind is in flight.
+    pub fn assume(&self, a: Assumed) -> bool {
         let mut g = self.write();
         let now = unix_now();
         let ttl = self.cfg.assume_ttl_s;
@@ -392,9 +393,13 @@ impl Cluster {
                 g.invalidate(&x.node);
             }
         }
+        if g.assumed.contains_key(&a.pod.uid) {
+            return false;
+        }
         let node = a.node.clone();
         g.assumed.insert(a.pod.uid.clone(), a);
         g.invalidate(&node);
+        true
     }
 
     /// Drops an assumption (a bind that failed).
