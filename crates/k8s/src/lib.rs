@@ -44,6 +44,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     tracing::info!(addr = %listener.local_addr()?, prefix = %api::normalise_prefix(&http.prefix), "extender listening");
+    use axum::serve::ListenerExt;
+    // No Nagle delay between a reply's writes (kube-scheduler's Go client sets TCP_NODELAY too).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, api::app(state, http)).with_graceful_shutdown(shutdown).await
 }
 
