@@ -139,6 +139,38 @@ fn main() {
         percentile(&eng, 0.99)
     );
 
+    // The router without sockets (tower oneshot): handler + JSON cost.
+    if std::env::var_os("K8S_BENCH_ONESHOT").is_some() {
+        use tower::ServiceExt;
+        let router = dqngpu_k8s::api::app(AppState { engine: engine.clone(), binder: None }, &HttpConfig::default());
+        let mut one = Vec::new();
+        for i in 0..120 {
+            let p = pod(&format!("new-{}", i % BINDS), 8, APPS[i % APPS.len()], None);
+            let body = json!({"Pod": p, "Nodes": null, "NodeNames": names}).to_string();
+            let t = Instant::now();
+            let req = axum::http::Request::post("/filter").body(axum::body::Body::from(body)).expect("req");
+            let resp = rt.block_on(router.clone().oneshot(req)).expect("resp");
+            let _ = rt.block_on(axum::body::to_bytes(resp.into_body(), usize::MAX));
+            if i >= 20 {
+                one.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        one.sort_by(f64::total_cmp);
+        println!("filter via router, no sockets: p50 {:.2} ms", percentile(&one, 0.5));
+        let mut f_only = Vec::new();
+        for i in 0..120 {
+            let v = pod(&format!("new-{}", i % BINDS), 8, APPS[i % APPS.len()], None);
+            let p = dqngpu_k8s::wire::PodInfo::from_value(&v, "pod").expect("pod");
+            let t = Instant::now();
+            let _ = engine.filter(&p, &names);
+            if i >= 20 {
+                f_only.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        f_only.sort_by(f64::total_cmp);
+        println!("filter engine only: p50 {:.2} ms", percentile(&f_only, 0.5));
+    }
+
     // HTTP round trip alone (GET /healthz), for scale.
     let mut rt_ms: Vec<f64> = (0..300)
         .map(|_| {
