@@ -50,6 +50,8 @@ enum Command {
     Job(cmd::client::JobArgs),
     /// Cancel a job of the service.
     Cancel(cmd::client::CancelArgs),
+    /// Kubernetes: the scheduler extender for gpushare and HAMi pods.
+    K8s(cmd::k8s::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -69,6 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Jobs(a) => cmd::client::jobs(a),
         Command::Job(a) => cmd::client::job(a),
         Command::Cancel(a) => cmd::client::cancel(a),
+        Command::K8s(a) => cmd::k8s::run(a),
     }
 }
 

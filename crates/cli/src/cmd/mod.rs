@@ -7,6 +7,7 @@ pub mod client;
 pub mod deeprm;
 pub mod experiment;
 pub mod interference;
+pub mod k8s;
 pub mod profile;
 pub mod serve;
 pub mod simulate;

@@ -1,0 +1,127 @@
+//! `dqngpu k8s extender`: the kube-scheduler extender. Flags become typed configs here; the
+//! extender lives in the dqngpu-k8s crate.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use dqngpu_k8s::api::HttpConfig;
+use dqngpu_k8s::apiserver::{ApiClient, ApiConfig};
+use dqngpu_k8s::state::{Profiles, StateConfig};
+
+/// Arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Run the scheduler extender (filter, prioritize, bind) for gpushare and HAMi pods.
+    Extender(ExtenderArgs),
+}
+
+/// GPU memory unit of gpushare's `aliyun.com/gpu-mem`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum MemoryUnit {
+    /// GiB (gpushare's default).
+    #[value(name = "GiB")]
+    Gib,
+    /// MiB (device plugin run with `--memory-unit=MiB`).
+    #[value(name = "MiB")]
+    Mib,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExtenderArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:39999")]
+    listen: SocketAddr,
+    /// kubeconfig file (token, client certificate, or plain http); without it the in-cluster
+    /// service account, else $KUBECONFIG.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Route prefix, e.g. `/gpushare-scheduler` (routes are PREFIX/filter, /prioritize, /bind).
+    #[arg(long, default_value = "")]
+    url_prefix: String,
+    /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, random) or an RL agent with
+    /// --model.
+    #[arg(long, default_value = "tetris")]
+    scheduler: String,
+    /// Checkpoint of a trained RL agent.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Seed for policies that draw random numbers.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Profile libraries by app name: `thesis`, `lucid` or a directory; repeatable [default: thesis].
+    #[arg(long)]
+    library: Vec<String>,
+    /// Unit of gpushare's aliyun.com/gpu-mem.
+    #[arg(long, value_enum, default_value = "GiB")]
+    memory_unit: MemoryUnit,
+    /// Largest request body, MiB (full Nodes lists of big clusters are large).
+    #[arg(long, default_value_t = 64)]
+    max_body_mib: usize,
+    /// Per-request time limit, seconds.
+    #[arg(long, default_value_t = 30)]
+    request_timeout_s: u64,
+    /// Seconds a bound pod is held as assumed if the watch never shows it.
+    #[arg(long, default_value_t = 300.0)]
+    assume_ttl_s: f64,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Extender(a) => extender(a),
+    }
+}
+
+fn api_config(kubeconfig: Option<PathBuf>) -> anyhow::Result<ApiConfig> {
+    if let Some(p) = kubeconfig {
+        return Ok(ApiConfig::from_kubeconfig(&p)?);
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        return Ok(ApiConfig::in_cluster()?);
+    }
+    match std::env::var_os("KUBECONFIG") {
+        Some(p) if !p.is_empty() => Ok(ApiConfig::from_kubeconfig(&PathBuf::from(p))?),
+        _ => anyhow::bail!("no apiserver: give --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
+    }
+}
+
+fn extender(a: ExtenderArgs) -> anyhow::Result<()> {
+    let libraries = if a.library.is_empty() { vec!["thesis".to_string()] } else { a.library.clone() };
+    let libraries = libraries
+        .iter()
+        .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let policy: Arc<dyn dqngpu_model::Policy> =
+        Arc::from(super::simulate::resolve_scheduler(a.scheduler.parse()?, a.model.as_deref(), a.seed)?);
+    if a.assume_ttl_s.is_nan() || a.assume_ttl_s <= 0.0 {
+        anyhow::bail!("--assume-ttl-s must be > 0");
+    }
+    let cfg = StateConfig {
+        unit_mib: if a.memory_unit == MemoryUnit::Gib { 1024.0 } else { 1.0 },
+        assume_ttl_s: a.assume_ttl_s,
+        ..Default::default()
+    };
+    let client = ApiClient::new(api_config(a.kubeconfig)?);
+    let http = HttpConfig {
+        prefix: a.url_prefix,
+        max_body_bytes: a.max_body_mib.max(1) * 1024 * 1024,
+        request_timeout: Duration::from_secs(a.request_timeout_s.max(1)),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    rt.block_on(async move {
+        let state = dqngpu_k8s::start(client, cfg, Profiles::new(&libraries), policy);
+        dqngpu_k8s::serve(state, &http, a.listen, dqngpu_service::shutdown_signal()).await
+    })
+    .with_context(|| format!("serving on {}", a.listen))?;
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Bind: choose the GPU on the node kube-scheduler chose, hold the pod as assumed, write the
+//! annotations its device plugin reads, then create the Binding.
+//!
+//! The GPU is chosen and assumed under the node's bind lock, so concurrent binds to one node
+//! see each other and never double-book a GPU; the apiserver calls run outside the lock. A
+//! failed call drops the assumption and is reported in the reply; a conflict is counted.
+//! For HAMi nodes the extender takes HAMi's node lock (`hami.io/mutex.lock`, as HAMi's own
+//! scheduler does, with the node's resourceVersion as precondition); HAMi's device plugin
+//! releases it after allocating, and a failed bind releases it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::apiserver::{urlencode, ApiCallError, ApiClient};
+use crate::decide::Engine;
+use crate::devices::{self, BindPatch, Convention, GpuRequest};
+use crate::state::{unix_now, Assumed};
+use crate::units;
+use crate::wire::{ExtenderBindingArgs, NodeInfo, PodInfo};
+
+/// A bind failed; the message goes into `ExtenderBindingResult.Error`.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The pod or node is unknown or unusable.
+    #[error("{0}")]
+    Rejected(String),
+    /// An apiserver call failed.
+    #[error("{0}")]
+    Api(#[from] ApiCallError),
+}
+
+/// Binds pods.
+pub struct Binder {
+    /// The engine (state, policy, metrics).
+    pub engine: Arc<Engine>,
+    /// The apiserver.
+    pub client: Arc<ApiClient>,
+}
+
+fn pod_path(ns: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{}/pods/{}", urlencode(ns), urlencode(name))
+}
+
+impl Binder {
+    fn lookup_pod(&self, a: &ExtenderBindingArgs) -> Result<Arc<PodInfo>, BindError> {
+        let ns = if a.pod_namespace.is_empty() { "default" } else { &a.pod_namespace };
+        let pod = match self.engine.cluster.pod(ns, &a.pod_name) {
+            Some(p) if a.pod_uid.is_empty() || p.uid == a.pod_uid => p,
+            _ => match self.client.get(&pod_path(ns, &a.pod_name)) {
+                Ok(v) => Arc::new(
+                    PodInfo::from_value(&v, "pod")
+                        .map_err(|e| BindError::Rejected(format!("pod {ns}/{}: {e}", a.pod_name)))?,
+                ),
+                Err(e) if e.status() == Some(404) => {
+                    return Err(BindError::Rejected(format!("unknown pod {ns}/{}", a.pod_name)))
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        if !a.pod_uid.is_empty() && pod.uid != a.pod_uid {
+            return Err(BindError::Rejected(format!("pod {ns}/{} has UID {}, not {}", a.pod_name, pod.uid, a.pod_uid)));
+        }
+        if !pod.node_name.is_empty() {
+            return Err(BindError::Rejected(format!("pod {} is already bound to {}", pod.key(), pod.node_name)));
+        }
+        Ok(pod)
+    }
+
+    /// Binds one pod (blocking: call from a blocking thread).
+    pub fn bind(&self, a: &ExtenderBindingArgs) -> Result<(), BindError> {
+        let pod = self.lookup_pod(a)?;
+        let engine = &self.engine;
+        let d = engine.demand(&pod).map_err(|e| BindError::Rejected(format!("pod {}: {e}", pod.key())))?;
+        if d.req == GpuRequest::None {
+            return self.create_binding(&pod, &a.node);
+        }
+        let node = a.node.as_str();
+        // Choose and assume under the node's bind lock: concurrent binds see each other.
+        let (patch, conv) = {
+            let lock = engine.cluster.bind_lock(node);
+            let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let v = engine.cluster.view(node).ok_or_else(|| BindError::Rejected(format!("unknown node {node}")))?;
+            let feasible = engine
+                .fit_node(&d, &v)
+                .map_err(|e| BindError::Rejected(format!("pod {} does not fit node {node}: {e}", pod.key())))?;
+            let choice =
+                engine.choose(&d, &v, &feasible).ok_or_else(|| BindError::Rejected(format!("no GPU on {node}")))?;
+            let slot = &v.slots[choice.slot];
+            let card = slot.device.spec.memory_mib;
+            let mem = d.req.mem_mib(card, engine.cluster.cfg.unit_mib);
+            let now = unix_now();
+            let conv = engine.convention(&v).unwrap_or(Convention::Gpushare);
+            let patch = match &d.req {
+                GpuRequest::Gpushare { units } => {
+                    let ns = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_nanos())
+                        .unwrap_or(0);
+                    BindPatch::gpushare(&slot.device, *units, engine.cluster.cfg.unit_mib, ns)
+                }
+                GpuRequest::Hami { container, .. } => {
+                    BindPatch::hami(&pod, *container, &slot.device, node, mem, d.req.cores(), now as u64)
+                }
+                GpuRequest::None => BindPatch::default(),
+            };
+            let fresh = engine.cluster.assume(Assumed {
+                pod: pod.clone(),
+                node: node.to_string(),
+                gpu_id: slot.device.id.clone(),
+                mem_mib: mem.max(d.peak_mib),
+                cores: d.req.cores(),
+                app: d.app.clone(),
+                since_s: now,
+            });
+            if !fresh {
+                return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
+            }
+            tracing::info!(pod = %pod.key(), node, gpu = %slot.device.id, by_policy = choice.by_policy, rate = choice.rate, "bind");
+            (patch, conv)
+        };
+        let r = self.write(&pod, node, conv, &patch);
+        if let Err(e) = &r {
+            engine.cluster.forget(&pod.uid);
+            if matches!(e, BindError::Api(a) if a.status() == Some(409)) {
+                engine.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+
+    fn write(&self, pod: &PodInfo, node: &str, conv: Convention, patch: &BindPatch) -> Result<(), BindError> {
+        let locked = conv == Convention::Hami;
+        if locked {
+            self.hami_lock(pod, node)?;
+        }
+        let r = self
+            .client
+            .merge_patch(&pod_path(&pod.namespace, &pod.name), &patch.to_merge_patch())
+            .map_err(BindError::from)
+            .and_then(|_| self.create_binding(pod, node));
+        if r.is_err() && locked {
+            let _ = self.client.merge_patch(
+                &format!("/api/v1/nodes/{}", urlencode(node)),
+                &json!({"metadata": {"annotations": {devices::HAMI_LOCK: null}}}),
+            );
+        }
+        r
+    }
+
+    fn create_binding(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
+        let mut meta = json!({"name": pod.name, "namespace": pod.namespace});
+        if !pod.uid.is_empty() {
+            meta["uid"] = Value::String(pod.uid.clone());
+        }
+        let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        self.client.post(&format!("{}/binding", pod_path(&pod.namespace, &pod.name)), &body)?;
+        Ok(())
+    }
+
+    /// Takes HAMi's node lock: refuses a fresh lock held for another pod, patches with the
+    /// node's resourceVersion, and on a conflict reads the node again once.
+    fn hami_lock(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
+        let path = format!("/api/v1/nodes/{}", urlencode(node));
+        let mut cached = self.engine.cluster.node(node).map(|n| (*n).clone());
+        for attempt in 0..2 {
+            let n: NodeInfo = match cached.take() {
+                Some(n) => n,
+                None => NodeInfo::from_value(&self.client.get(&path)?, "node")
+                    .map_err(|e| BindError::Rejected(format!("node {node}: {e}")))?,
+            };
+            if let Some(lock) = n.annotations.get(devices::HAMI_LOCK) {
+                let mut parts = lock.split(',');
+                let t = parts.next().and_then(|t| units::parse_rfc3339(t).ok()).unwrap_or(0.0);
+                let owner = format!("{},{}", parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if unix_now() - t < devices::HAMI_LOCK_TIMEOUT_S && owner != format!("{},{}", pod.namespace, pod.name) {
+                    return Err(BindError::Rejected(format!(
+                        "node {node} is locked by HAMi (`{lock}`); kube-scheduler will retry"
+                    )));
+                }
+            }
+            let value = format!("{},{},{}", units::format_rfc3339(unix_now() as i64), pod.namespace, pod.name);
+            let body = json!({"metadata": {"annotations": {devices::HAMI_LOCK: value}, "resourceVersion": n.resource_version}});
+            match self.client.merge_patch(&path, &body) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.status() == Some(409) && attempt == 0 => {
+                    self.engine.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(BindError::Rejected(format!("node {node}: HAMi node lock conflicted twice")))
+    }
+}

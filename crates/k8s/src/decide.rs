@@ -1,0 +1,307 @@
+//! The extender's decisions, as plain synchronous functions over the cluster state: which
+//! nodes a pod fits (filter), how much the policy likes each (prioritize), and which GPU it
+//! gets on the chosen node (bind). Every choice goes through one [`Policy`].
+//!
+//! A pod's app is known when the profile library has it: the configured policy decides.
+//! A pod of an unknown app is placed by its declared memory alone, with GPU-memory best fit.
+//! The policy's choice is checked against the extender's own fit rules (declared memory and
+//! profile peaks, HAMi's split count and cores, the avoid list); a GPU the policy does not
+//! choose or chooses wrongly is replaced by the fitting GPU with the least predicted
+//! interference (contention model), then the least free memory.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dqngpu_interference::{Contention, Interference, JobLoad};
+use dqngpu_model::{AppProfile, ClusterView, Policy, QueuedJob, Resources};
+use dqngpu_policy::BestFit;
+
+use crate::devices::{self, Convention, GpuRequest};
+use crate::state::{declared_profile, job_id, unix_now, Cluster, NodeView};
+use crate::wire::{HostPriority, PodInfo, MAX_EXTENDER_PRIORITY};
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Filter requests answered.
+    pub filter: AtomicU64,
+    /// Prioritize requests answered.
+    pub prioritize: AtomicU64,
+    /// Bind requests that succeeded.
+    pub bind_ok: AtomicU64,
+    /// Bind requests that failed.
+    pub bind_failed: AtomicU64,
+    /// Requests whose body was not understood.
+    pub bad_requests: AtomicU64,
+    /// Pods of apps without a profile (placed by declared memory).
+    pub unknown_app: AtomicU64,
+    /// Choices where the policy declined or chose a GPU that does not fit.
+    pub policy_fallback: AtomicU64,
+    /// OOM kills seen (their apps went on the avoid list).
+    pub oom_kills: AtomicU64,
+    /// Failed containers seen (not OOM).
+    pub failed_containers: AtomicU64,
+    /// Finished pods whose runtime was recorded.
+    pub finished: AtomicU64,
+    /// Conflicts reported by the apiserver.
+    pub conflicts: AtomicU64,
+}
+
+/// What a pod needs, read once per request.
+#[derive(Debug, Clone)]
+pub struct Demand {
+    /// Its request.
+    pub req: GpuRequest,
+    /// Its app, when named.
+    pub app: Option<String>,
+    /// True when the library has the app's profile.
+    pub known: bool,
+    /// The job the policy sees.
+    pub job: QueuedJob,
+    /// Peak memory of the profile, MiB (0 when unknown).
+    pub peak_mib: f64,
+    /// Mean demand, for interference predictions.
+    pub mean: Resources,
+}
+
+/// The GPU chosen on a node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Choice {
+    /// Slot index in the node's view.
+    pub slot: usize,
+    /// True when the policy chose it; false for the interference fallback.
+    pub by_policy: bool,
+    /// Lowest predicted progress rate on that GPU with the pod there (1 = no slowdown).
+    pub rate: f64,
+}
+
+/// The decision engine: the cluster state, the policy and the interference model.
+pub struct Engine {
+    /// Cluster state.
+    pub cluster: Arc<Cluster>,
+    /// The policy for pods of known apps.
+    pub policy: Arc<dyn Policy>,
+    fallback: BestFit,
+    interference: Contention,
+    /// Counters.
+    pub metrics: Metrics,
+}
+
+/// The filter's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FilterOutcome {
+    /// Nodes kept, in the order given.
+    pub keep: Vec<String>,
+    /// Node → reason, for the others.
+    pub failed: BTreeMap<String, String>,
+}
+
+impl Engine {
+    /// An engine over `cluster` deciding with `policy`.
+    pub fn new(cluster: Arc<Cluster>, policy: Arc<dyn Policy>) -> Engine {
+        Engine { cluster, policy, fallback: BestFit, interference: Contention::default(), metrics: Metrics::default() }
+    }
+
+    /// Reads what `pod` needs; an error says why its request is unusable.
+    pub fn demand(&self, pod: &PodInfo) -> Result<Demand, String> {
+        let req = devices::pod_request(pod)?;
+        if let GpuRequest::Hami { gpus, .. } = req {
+            if gpus > 1 {
+                return Err(format!("asks for {gpus} vGPUs; dqngpu places a pod on one shared GPU"));
+            }
+        }
+        let app = devices::app_of(pod).map(str::to_string);
+        let library = app.as_deref().and_then(|a| self.cluster.profiles.library.get(a).cloned());
+        let known = library.is_some();
+        let profile: Arc<AppProfile> = match library {
+            Some(p) => p,
+            None => {
+                declared_profile(app.as_deref().unwrap_or(""), req.mem_mib(0.0, self.cluster.cfg.unit_mib), req.cores())
+            }
+        };
+        let peak_mib = if known { profile.peak_mem().0 } else { 0.0 };
+        let mean = profile.summary().mean;
+        let job = QueuedJob {
+            id: job_id(&pod.uid),
+            app: app.clone().unwrap_or_else(|| pod.key()),
+            avoid_apps: app.as_deref().map(|a| self.cluster.profiles.avoid_of(a)).unwrap_or_default(),
+            profile,
+            submit_s: unix_now(),
+            restarts: 0,
+        };
+        Ok(Demand { req, app, known, job, peak_mib, mean })
+    }
+
+    /// Memory the pod needs on a card of `card_mib`.
+    fn need_mib(&self, d: &Demand, card_mib: f64) -> f64 {
+        d.req.mem_mib(card_mib, self.cluster.cfg.unit_mib).max(d.peak_mib)
+    }
+
+    /// Why `d` does not fit slot `s` of `v`, or `Ok` when it does.
+    pub fn fits_slot(&self, d: &Demand, v: &NodeView, s: usize) -> Result<(), String> {
+        let slot = &v.slots[s];
+        let dev = &slot.device;
+        if !dev.healthy {
+            return Err(format!("GPU {} unhealthy", dev.index));
+        }
+        if slot.residents.len() as u64 >= u64::from(dev.max_pods) {
+            return Err(format!("GPU {} already shared by {} pods (its limit)", dev.index, slot.residents.len()));
+        }
+        let need = self.need_mib(d, dev.spec.memory_mib);
+        let free = dev.spec.memory_mib - slot.reserved_mib;
+        if need > free + 1e-6 {
+            return Err(format!("GPU {} has {:.0} MiB free, the pod needs {:.0} MiB", dev.index, free.max(0.0), need));
+        }
+        if slot.cores_used + d.req.cores() > dev.cores + 1e-6 {
+            return Err(format!(
+                "GPU {} has {:.0}% compute left, the pod asks {:.0}%",
+                dev.index,
+                (dev.cores - slot.cores_used).max(0.0),
+                d.req.cores()
+            ));
+        }
+        if let Some(app) = &d.app {
+            for r in &slot.residents {
+                let Some(other) = &r.app else { continue };
+                let theirs = self.cluster.profiles.avoid_of(other);
+                if d.job.avoid_apps.contains(other) || theirs.contains(app) {
+                    return Err(format!("GPU {}: app `{app}` was OOM-killed beside `{other}`", dev.index));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The node's fitting slots, or the reason none fits.
+    pub fn fit_node(&self, d: &Demand, v: &NodeView) -> Result<Vec<usize>, String> {
+        let conv = match &v.devices {
+            Err(e) => return Err(e.clone()),
+            Ok(c) => *c,
+        };
+        if let Some(want) = d.req.convention() {
+            if want != conv {
+                return Err(format!(
+                    "the pod asks for {}'s resources, the node's GPUs are shared by {}",
+                    want.name(),
+                    conv.name()
+                ));
+            }
+        }
+        let mut ok = Vec::new();
+        let mut why = Vec::new();
+        for s in 0..v.slots.len() {
+            match self.fits_slot(d, v, s) {
+                Ok(()) => ok.push(s),
+                Err(e) => why.push(e),
+            }
+        }
+        if ok.is_empty() {
+            why.truncate(8);
+            return Err(format!("no GPU fits: {}", why.join("; ")));
+        }
+        Ok(ok)
+    }
+
+    /// Lowest predicted progress rate on slot `s` with the pod added.
+    pub fn predicted_rate(&self, d: &Demand, v: &NodeView, s: usize) -> f64 {
+        let gpu = &v.gpus[s];
+        let mut demands: Vec<(&str, Resources)> =
+            gpu.running.iter().map(|r| (r.profile.app.name.as_str(), *r.demand_now())).collect();
+        demands.push((d.job.app.as_str(), d.mean));
+        let loads: Vec<JobLoad<'_>> = demands.iter().map(|(a, r)| JobLoad { app: a, demand: r }).collect();
+        let mut rates = vec![1.0; loads.len()];
+        self.interference.rates(&gpu.spec, &loads, &mut rates);
+        rates.into_iter().fold(1.0, f64::min)
+    }
+
+    /// The GPU for the pod on node `v` among `feasible` slots.
+    pub fn choose(&self, d: &Demand, v: &NodeView, feasible: &[usize]) -> Option<Choice> {
+        if feasible.is_empty() {
+            return None;
+        }
+        let policy: &dyn Policy = if d.known { &*self.policy } else { &self.fallback };
+        let view = ClusterView { now_s: unix_now(), gpus: &v.gpus, queue: std::slice::from_ref(&d.job) };
+        let picked = policy
+            .decide(&view)
+            .into_iter()
+            .find(|p| p.jobs.contains(&d.job.id))
+            .map(|p| p.gpu)
+            .filter(|g| feasible.contains(g));
+        if let Some(slot) = picked {
+            return Some(Choice { slot, by_policy: true, rate: self.predicted_rate(d, v, slot) });
+        }
+        self.metrics.policy_fallback.fetch_add(1, Ordering::Relaxed);
+        let free = |s: usize| v.slots[s].device.spec.memory_mib - v.slots[s].reserved_mib;
+        feasible
+            .iter()
+            .map(|&s| (s, self.predicted_rate(d, v, s)))
+            .max_by(|(a, ra), (b, rb)| ra.total_cmp(rb).then(free(*b).total_cmp(&free(*a))).then(b.cmp(a)))
+            .map(|(slot, rate)| Choice { slot, by_policy: false, rate })
+    }
+
+    /// Filter: the nodes of `names` where the pod fits, and a reason for every other.
+    pub fn filter(&self, pod: &PodInfo, names: &[String]) -> Result<FilterOutcome, String> {
+        self.metrics.filter.fetch_add(1, Ordering::Relaxed);
+        let d = self.demand(pod)?;
+        let mut out = FilterOutcome::default();
+        if d.req == GpuRequest::None {
+            out.keep = names.to_vec();
+            return Ok(out);
+        }
+        if !d.known {
+            self.metrics.unknown_app.fetch_add(1, Ordering::Relaxed);
+        }
+        for (n, v) in names.iter().zip(self.cluster.views(names)) {
+            let r = match v {
+                None => Err("node not in the extender's cache (not listed by the apiserver yet)".to_string()),
+                Some(v) => self.fit_node(&d, &v).map(|_| ()),
+            };
+            match r {
+                Ok(()) => out.keep.push(n.clone()),
+                Err(e) => {
+                    out.failed.insert(n.clone(), e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Prioritize: a 0..=10 score per node. Nodes where the policy itself chooses a GPU
+    /// score 5..=10 by the predicted slowdown there; nodes where only the fallback finds one
+    /// score 0..=4 the same way; nodes where the pod does not fit score 0.
+    pub fn prioritize(&self, pod: &PodInfo, names: &[String]) -> Result<Vec<HostPriority>, String> {
+        self.metrics.prioritize.fetch_add(1, Ordering::Relaxed);
+        let d = self.demand(pod)?;
+        if d.req == GpuRequest::None {
+            return Ok(names.iter().map(|n| HostPriority { host: n.clone(), score: 0 }).collect());
+        }
+        let views = self.cluster.views(names);
+        Ok(names
+            .iter()
+            .zip(views)
+            .map(|(n, v)| {
+                let score = v
+                    .and_then(|v| {
+                        let feasible = self.fit_node(&d, &v).ok()?;
+                        self.choose(&d, &v, &feasible)
+                    })
+                    .map(score_of)
+                    .unwrap_or(0);
+                HostPriority { host: n.clone(), score }
+            })
+            .collect())
+    }
+
+    /// The convention of a node, when it has shared GPUs.
+    pub fn convention(&self, v: &NodeView) -> Option<Convention> {
+        v.devices.as_ref().ok().copied()
+    }
+}
+
+/// The score of a choice: see [`Engine::prioritize`].
+pub fn score_of(c: Choice) -> i64 {
+    let r = c.rate.clamp(0.0, 1.0);
+    let s = if c.by_policy { 5.0 + 5.0 * r } else { 4.0 * r };
+    (s.round() as i64).clamp(0, MAX_EXTENDER_PRIORITY)
+}
