@@ -335,6 +335,9 @@ impl ExperimentConfig {
     }
 
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
+    ///
+    /// One piece on purpose (about 95 lines): a flat list of independent checks in the file's
+    /// order, each naming its field; read top to bottom, it is the config's contract.
     pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
         let bad = |field: &str, msg: String| {
             ModelError::invalid(

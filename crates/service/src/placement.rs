@@ -311,7 +311,36 @@ impl Placer {
             return Ok(());
         }
         let origin = self.core.started_unix;
-        let gpus: Vec<GpuState> = gpu_map
+        let gpus = self.gpu_states(&gpu_map, now);
+        let queue: Vec<QueuedJob> = with_profile
+            .iter()
+            .map(|(j, p)| QueuedJob {
+                id: j.id,
+                app: j.spec.app.clone(),
+                profile: p.clone(),
+                submit_s: j.submitted_at - origin,
+                restarts: j.attempts,
+                avoid_apps: j.avoid_apps.clone(),
+            })
+            .collect();
+        let view = ClusterView { now_s: now - origin, gpus: &gpus, queue: &queue };
+        let t0 = Instant::now();
+        let decision = self.policy.decide(&view);
+        self.core.metrics.observe_decision(t0.elapsed().as_secs_f64());
+        if let Err(e) = validate_decision(self.policy.name(), &view, &decision) {
+            self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, "refused the policy's decision");
+            self.core.store.event(None, "invalid_decision", &e.to_string(), now)?;
+            return Ok(());
+        }
+        self.start_decided(&decision, &gpu_map, &with_profile, now)
+    }
+
+    /// What the policy sees of the GPUs in `gpu_map` at `now` (Unix s): their specs, measured
+    /// usage, and running jobs with their progress.
+    fn gpu_states(&self, gpu_map: &[usize], now: f64) -> Vec<GpuState> {
+        let origin = self.core.started_unix;
+        gpu_map
             .iter()
             .map(|&g| {
                 let slot = &self.core.cfg.gpus[g];
@@ -338,31 +367,21 @@ impl Placer {
                     measured: self.measured[g],
                 }
             })
-            .collect();
-        let queue: Vec<QueuedJob> = with_profile
-            .iter()
-            .map(|(j, p)| QueuedJob {
-                id: j.id,
-                app: j.spec.app.clone(),
-                profile: p.clone(),
-                submit_s: j.submitted_at - origin,
-                restarts: j.attempts,
-                avoid_apps: j.avoid_apps.clone(),
-            })
-            .collect();
-        let view = ClusterView { now_s: now - origin, gpus: &gpus, queue: &queue };
-        let t0 = Instant::now();
-        let decision = self.policy.decide(&view);
-        self.core.metrics.observe_decision(t0.elapsed().as_secs_f64());
-        if let Err(e) = validate_decision(self.policy.name(), &view, &decision) {
-            self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(error = %e, "refused the policy's decision");
-            self.core.store.event(None, "invalid_decision", &e.to_string(), now)?;
-            return Ok(());
-        }
+            .collect()
+    }
+
+    /// Starts the jobs of a validated `decision` (GPU indices into `gpu_map`) that pass the
+    /// service's guards.
+    fn start_decided(
+        &mut self,
+        decision: &[dqngpu_model::Placement],
+        gpu_map: &[usize],
+        with_profile: &[(&JobRecord, Arc<AppProfile>)],
+        now: f64,
+    ) -> Result<(), ServiceError> {
         let by_id: BTreeMap<JobId, (&JobRecord, Arc<AppProfile>)> =
             with_profile.iter().map(|(j, p)| (j.id, (*j, p.clone()))).collect();
-        for pl in &decision {
+        for pl in decision {
             let g = gpu_map[pl.gpu];
             for id in &pl.jobs {
                 let Some((j, p)) = by_id.get(id) else { continue };

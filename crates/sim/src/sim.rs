@@ -204,28 +204,7 @@ impl Simulator {
             .into());
         }
         jobset.validate(None)?;
-        let max_mem = cluster.max_gpu_memory_mib();
-        let mut jobs = Vec::with_capacity(jobset.jobs.len());
-        let mut index_of = HashMap::with_capacity(jobset.jobs.len());
-        for spec in &jobset.jobs {
-            let profile = library.get(&spec.app)?.clone();
-            profile.check_fits_memory(max_mem)?;
-            index_of.insert(spec.id, jobs.len());
-            jobs.push(JobState {
-                id: spec.id,
-                app: spec.app.clone(),
-                profile,
-                submit_s: spec.submit_s,
-                first_start_s: None,
-                last_start_s: None,
-                finish_s: None,
-                gpu: None,
-                restarts: 0,
-                avoid_apps: Vec::new(),
-                sample: 0,
-                grew: false,
-            });
-        }
+        let (jobs, index_of) = job_table(jobset, library, cluster.max_gpu_memory_mib())?;
         let mut arrival_order: Vec<usize> = (0..jobs.len()).collect();
         arrival_order.sort_by(|&a, &b| jobs[a].submit_s.total_cmp(&jobs[b].submit_s));
         let gpus: Vec<GpuState> = slots
@@ -757,6 +736,37 @@ impl Simulator {
             usage: self.usage,
         }
     }
+}
+
+/// The simulator's job table (job-set order) and each job's index in it. Errors: an unknown
+/// app, a profile larger than every GPU (`max_mem` MiB).
+fn job_table(
+    jobset: &JobSet,
+    library: &AppLibrary,
+    max_mem: f64,
+) -> Result<(Vec<JobState>, HashMap<JobId, usize>), SimError> {
+    let mut jobs = Vec::with_capacity(jobset.jobs.len());
+    let mut index_of = HashMap::with_capacity(jobset.jobs.len());
+    for spec in &jobset.jobs {
+        let profile = library.get(&spec.app)?.clone();
+        profile.check_fits_memory(max_mem)?;
+        index_of.insert(spec.id, jobs.len());
+        jobs.push(JobState {
+            id: spec.id,
+            app: spec.app.clone(),
+            profile,
+            submit_s: spec.submit_s,
+            first_start_s: None,
+            last_start_s: None,
+            finish_s: None,
+            gpu: None,
+            restarts: 0,
+            avoid_apps: Vec::new(),
+            sample: 0,
+            grew: false,
+        });
+    }
+    Ok((jobs, index_of))
 }
 
 /// Writes each running job's time to finish at its rate into `out`; returns the smallest.

@@ -46,6 +46,10 @@ impl Columns {
 }
 
 /// Parses the output.
+///
+/// One piece on purpose (about 110 lines): a single pass over the lines whose state (the
+/// header in force, the day offset of a clock that wraps at midnight, rows per GPU) every
+/// branch reads and updates; split, each part would take and return all of it.
 pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
     let mut parsed = Parsed::default();
     let mut cols: Option<Columns> = None;

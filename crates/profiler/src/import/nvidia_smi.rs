@@ -88,6 +88,10 @@ fn columns(names: Vec<String>, path: Option<&Path>, line: u64) -> Result<(Column
 }
 
 /// Parses the log.
+///
+/// One piece on purpose (about 100 lines): a single pass over the lines whose state (the
+/// columns in force, the devices seen) every branch reads and updates; split, each part
+/// would take and return all of it.
 pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
     let mut parsed = Parsed::default();
     let mut cols: Option<Columns> = None;
