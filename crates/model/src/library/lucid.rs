@@ -77,6 +77,8 @@ pub fn steady_demand(c: &SoloConfig) -> Resources {
 
 /// Parses `solo_profiles.csv`. Required columns: model, dataset, batchsize, amp, gpu_util,
 /// gmem; optional: speed, gmem_util, label. Errors name the file, line and field.
+/// One piece on purpose: a flat, column-by-column read of one row, where each field's check
+/// sits beside its column (the closures share the row and its line for the error locations).
 pub fn parse_solo_csv(text: &str, path: Option<&Path>) -> Result<Vec<SoloConfig>> {
     let at = |line: Option<u64>, field: Option<&str>| Location {
         path: path.map(Path::to_path_buf),
