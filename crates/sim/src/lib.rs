@@ -18,6 +18,6 @@ pub mod workload;
 
 pub use error::SimError;
 pub use event::{JobMemory, SimEvent};
-pub use metrics::{lower_bound_s, BoundJob, JobRecord, SimResult, SlowdownBuckets, NO_SLOWDOWN_MAX};
+pub use metrics::{lower_bound_s, mean_jct_s, BoundJob, JobRecord, SimResult, SlowdownBuckets, NO_SLOWDOWN_MAX};
 pub use sim::{run, SimConfig, Simulator, TickTrigger, MIN_RATE};
 pub use workload::{draw, Arrivals, DEFAULT_JOBS};

@@ -102,6 +102,13 @@ pub struct SimResult {
     pub job_steps: u64,
     /// Decisions asked of the policy.
     pub decisions: u64,
+    /// Jobs the simulator started itself because the policy held while a GPU was idle and a
+    /// waiting job fitted it (the liveness rule, [`dqngpu_model::liveness_start`]).
+    #[serde(default)]
+    pub liveness_starts: u64,
+    /// Mean job completion time (finish - submit) over the jobs that finished, s; 0 when none did.
+    #[serde(default)]
+    pub mean_jct_s: f64,
     /// Per-job outcomes, in job-set order.
     pub jobs: Vec<JobRecord>,
     /// The event log (empty unless recording was asked for).
@@ -142,4 +149,14 @@ pub fn lower_bound_s(jobs: &[BoundJob], n_gpus: usize) -> f64 {
         best = best.max(j.submit_s + work_after / cap);
     }
     longest.max(best)
+}
+
+/// Mean of finish - submit over the jobs that finished, s (0 when none did).
+pub fn mean_jct_s(jobs: &[JobRecord]) -> f64 {
+    let jcts: Vec<f64> = jobs.iter().filter_map(|j| j.finish_s.map(|f| f - j.submit_s)).collect();
+    if jcts.is_empty() {
+        0.0
+    } else {
+        jcts.iter().sum::<f64>() / jcts.len() as f64
+    }
 }
