@@ -382,3 +382,41 @@ mod liveness {
         }
     }
 }
+
+/// Issue 10: the JCT objective's reward sums to minus the job-seconds spent in the system, the
+/// makespan objective's to minus the makespan; with one job they agree.
+#[test]
+fn jct_and_makespan_rewards_measure_what_they_say() {
+    use dqngpu_rl::reinforce::Objective;
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let enc = GpuEncoding::new(AgentKind::Dqngpu);
+    let episode = |n_jobs: usize, objective: Objective| {
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::Random, n_jobs, 3, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+        let config = dqngpu_sim::SimConfig { tick_trigger: dqngpu_sim::TickTrigger::Always, ..Default::default() };
+        let task = gpu::GpuTask::new(enc.clone(), cluster.clone(), lib.clone(), contention(), vec![set], config)
+            .unwrap()
+            .with_objective(objective);
+        let mut env = task.make(0);
+        let (mut obs, mut mask) = (vec![0.0; task.obs_len()], vec![false; task.n_actions()]);
+        let mut total = 0.0;
+        loop {
+            env.observe(&mut obs, &mut mask);
+            // The last allowed action: the largest group, so jobs overlap.
+            let a = mask.iter().rposition(|&m| m).unwrap();
+            let t = env.step(a);
+            total += t.reward;
+            if t.done {
+                return (total, env.score());
+            }
+        }
+    };
+    let (jct1, mk1) = episode(1, Objective::Jct);
+    let (span1, _) = episode(1, Objective::Makespan);
+    assert!((jct1 - span1).abs() < 1e-9 && (span1 + mk1 / gpu::REWARD_SCALE_S).abs() < 1e-9, "{jct1} {span1} {mk1}");
+    let (jct, makespan) = episode(5, Objective::Jct);
+    let (span, _) = episode(5, Objective::Makespan);
+    assert!((span + makespan / gpu::REWARD_SCALE_S).abs() < 1e-9, "{span} {makespan}");
+    // Five jobs in the system at first, one at the end: between one and five times the makespan.
+    assert!(jct < span && jct > 5.0 * span, "jct {jct} makespan {span}");
+}

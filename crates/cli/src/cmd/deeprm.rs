@@ -216,6 +216,8 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
         hidden: a.hidden.clone(),
         max_steps: 2000,
         seed: a.seed,
+        // DeepRM's environment has its own reward (slowdown); the field is unused there.
+        objective: dqngpu_rl::reinforce::Objective::default(),
     };
     let schedule = Schedule { lr_final: a.lr_final, decay: lr_decay(&a.lr_decay)?, time_limit_s: a.time_limit_s };
     schedule.validate()?;
