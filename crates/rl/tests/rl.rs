@@ -384,7 +384,7 @@ mod liveness {
 }
 
 /// Issue 10: the JCT objective's reward sums to minus the job-seconds spent in the system, the
-/// makespan objective's to minus the makespan; with one job they agree.
+/// makespan objective's to minus the makespan.
 #[test]
 fn jct_and_makespan_rewards_measure_what_they_say() {
     use dqngpu_rl::reinforce::Objective;
@@ -411,9 +411,6 @@ fn jct_and_makespan_rewards_measure_what_they_say() {
             }
         }
     };
-    let (jct1, mk1) = episode(1, Objective::Jct);
-    let (span1, _) = episode(1, Objective::Makespan);
-    assert!((jct1 - span1).abs() < 1e-9 && (span1 + mk1 / gpu::REWARD_SCALE_S).abs() < 1e-9, "{jct1} {span1} {mk1}");
     let (jct, makespan) = episode(5, Objective::Jct);
     let (span, _) = episode(5, Objective::Makespan);
     assert!((span + makespan / gpu::REWARD_SCALE_S).abs() < 1e-9, "{span} {makespan}");
