@@ -85,3 +85,36 @@ fn scheduler_names_ignore_case_with_a_model() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("deeprm-max"), "{err}");
 }
+
+/// Issue 10: `train --iterations 0 -o M` writes the untrained agent (same architecture and
+/// masks as a trained one), `simulate --model M` loads it, and with the liveness rule it
+/// finishes the case that stalled a trained agent (gpu_heavy, seed 1003, 4 x 2 Titan Xp,
+/// 120 Poisson jobs at 0.1/s).
+#[test]
+fn zero_iterations_write_an_untrained_model_that_simulate_runs() {
+    let d = test_dir("untrained");
+    let m0 = d.join("m0.safetensors");
+    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&m0).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("untrained"));
+    let meta0: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m0.json")).unwrap()).unwrap();
+    assert_eq!(meta0["iterations_done"], 0);
+    // A trained model's metadata: the same encoding (masks, guard) and layers.
+    let o = train(&d, "2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta1: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    assert_eq!(meta0["encoding"], meta1["encoding"]);
+    assert_eq!(meta0["hidden"], meta1["hidden"]);
+    let o = Command::new(BIN)
+        .args(["simulate", "--workload", "gpu_heavy", "--seed", "1003", "--gpus", "4xtitanxp:2", "--n-jobs", "120"])
+        .args(["--arrival-rate", "0.1", "--scheduler", "dqngpu", "--format", "json", "--model"])
+        .arg(&m0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["completed"], true);
+    assert_eq!(r["jobs"].as_array().unwrap().len(), 120);
+    assert!(r["mean_jct_s"].as_f64().unwrap() > 0.0, "{}", r["mean_jct_s"]);
+    assert!(r["liveness_starts"].as_u64().is_some());
+}

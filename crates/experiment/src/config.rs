@@ -190,7 +190,18 @@ impl Default for WorkloadConfig {
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        let names = ["sjf", "tetris", "deeprm-max", "deeprm-mean", "dqngpu", "fifo", "bestfit"];
+        let names = [
+            "sjf",
+            "tetris",
+            "deeprm-max",
+            "deeprm-mean",
+            "dqngpu",
+            "fifo",
+            "bestfit",
+            "sjf-bestfit",
+            "lucid",
+            "greedy",
+        ];
         SchedulerConfig { names: names.iter().map(|s| s.to_string()).collect(), baseline: "sjf".into() }
     }
 }

@@ -177,3 +177,84 @@ pub fn validate_decision(policy: &str, view: &ClusterView<'_>, decision: &[Place
     }
     Ok(())
 }
+
+/// The liveness rule every caller applies after a policy's decision (the simulator's
+/// `apply`, the service's placement loop): a job that fits an idle GPU never waits for ever.
+///
+/// When `decision` places nothing while some GPU runs nothing and a waiting job's peak memory
+/// fits that GPU, the caller starts one job itself: the oldest waiting job (queue order, which
+/// is arrival order) that fits some idle GPU, on the idle GPU where it fits tightest (least
+/// memory left over; ties to the lower index). Returns that placement, or `None` when the
+/// decision stands (it places something, no GPU is idle, or nothing waiting fits an idle GPU).
+///
+/// ```
+/// # use dqngpu_model::{liveness_start, ClusterView};
+/// let view = ClusterView { now_s: 0.0, gpus: &[], queue: &[] };
+/// assert_eq!(liveness_start(&view, &[]), None);
+/// ```
+pub fn liveness_start(view: &ClusterView<'_>, decision: &[Placement]) -> Option<Placement> {
+    if decision.iter().any(|p| !p.jobs.is_empty()) {
+        return None;
+    }
+    let idle: Vec<usize> = (0..view.gpus.len()).filter(|&g| view.gpus[g].is_idle()).collect();
+    if idle.is_empty() {
+        return None;
+    }
+    view.queue.iter().find_map(|job| {
+        let need = job.profile.peak_from(0).gpu_mem_mib;
+        idle.iter()
+            .copied()
+            .filter(|&g| need <= view.gpus[g].spec.memory_mib + 1e-9)
+            .min_by(|&a, &b| view.gpus[a].spec.memory_mib.total_cmp(&view.gpus[b].spec.memory_mib).then(a.cmp(&b)))
+            .map(|g| Placement { gpu: g, jobs: vec![job.id] })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{gpu, AppInfo};
+
+    fn job(id: JobId, mem: f64) -> QueuedJob {
+        let info = AppInfo { name: format!("a{id}"), ..Default::default() };
+        let p = AppProfile::new(info, 1.0, vec![Resources::new(50.0, mem, 50.0, 0.0); 10]).unwrap();
+        QueuedJob {
+            id,
+            app: format!("a{id}"),
+            profile: Arc::new(p),
+            submit_s: id as f64,
+            restarts: 0,
+            avoid_apps: vec![],
+        }
+    }
+
+    fn gpu_state(model: &str, running: Vec<RunningJob>) -> GpuState {
+        GpuState { node: "n".into(), index: 0, spec: gpu::lookup(model).unwrap(), running, measured: None }
+    }
+
+    #[test]
+    fn liveness_starts_the_oldest_job_that_fits_an_idle_gpu() {
+        let busy = RunningJob { id: 9, profile: job(9, 100.0).profile, progress_s: 0.0, started_s: 0.0 };
+        // GPU 0 is busy; GPUs 1 (24 GiB) and 2 (12 GiB) are idle.
+        let gpus = vec![gpu_state("titanxp", vec![busy]), gpu_state("rtx3090", vec![]), gpu_state("titanxp", vec![])];
+        // Job 1 fits neither idle GPU's... it needs 20 GiB: only the 3090.
+        let queue = vec![job(1, 20_000.0), job(2, 1000.0)];
+        let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+        assert_eq!(liveness_start(&view, &[]), Some(Placement { gpu: 1, jobs: vec![1] }));
+        // A small job goes to the tightest idle GPU.
+        let queue = vec![job(2, 1000.0)];
+        let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+        assert_eq!(liveness_start(&view, &[]), Some(Placement { gpu: 2, jobs: vec![2] }));
+        // A decision that places something stands, and so does an empty one on a busy cluster.
+        assert_eq!(liveness_start(&view, &[Placement { gpu: 0, jobs: vec![2] }]), None);
+        let busy_only = &gpus[..1];
+        let view = ClusterView { now_s: 0.0, gpus: busy_only, queue: &queue };
+        assert_eq!(liveness_start(&view, &[]), None);
+        // An empty placement list entry still counts as placing nothing.
+        let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+        assert_eq!(
+            liveness_start(&view, &[Placement { gpu: 0, jobs: vec![] }]),
+            Some(Placement { gpu: 2, jobs: vec![2] })
+        );
+    }
+}

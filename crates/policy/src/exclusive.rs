@@ -39,13 +39,7 @@ impl Policy for Exclusive {
         }
         let mut waiting: Vec<&QueuedJob> = view.queue.iter().collect();
         if self.order == Order::ShortestFirst {
-            waiting.sort_by(|a, b| {
-                a.profile
-                    .solo_s()
-                    .total_cmp(&b.profile.solo_s())
-                    .then(a.submit_s.total_cmp(&b.submit_s))
-                    .then(a.id.cmp(&b.id))
-            });
+            waiting.sort_by(|a, b| crate::fit::shortest_first(a, b));
         }
         let mut out = Vec::new();
         let mut taken = vec![false; waiting.len()];

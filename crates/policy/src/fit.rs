@@ -5,7 +5,9 @@
 //! conservative (peaks that never coincide are still added up) — it is what a scheduler
 //! without time-varying profiles can do, and the gap the DqnGPU agent is meant to close.
 
-use dqngpu_model::{GpuState, QueuedJob, Resources};
+use std::cmp::Ordering;
+
+use dqngpu_model::{AppProfile, ClusterView, GpuState, Placement, QueuedJob, Resources};
 
 /// The job's peak demand over its whole profile (a waiting job starts from the beginning).
 pub fn job_peak(job: &QueuedJob) -> Resources {
@@ -37,4 +39,73 @@ pub fn fits_all(load: &Resources, job: &Resources, gpu: &GpuState) -> bool {
 /// True when `job`'s peak memory added to `load` stays within the GPU's memory.
 pub fn fits_memory(load: &Resources, job: &Resources, gpu: &GpuState) -> bool {
     load.gpu_mem_mib + job.gpu_mem_mib <= gpu.spec.memory_mib + 1e-9
+}
+
+/// Shortest solo time first; ties by arrival, then id (SJF's order).
+pub fn shortest_first(a: &QueuedJob, b: &QueuedJob) -> Ordering {
+    a.profile.solo_s().total_cmp(&b.profile.solo_s()).then(a.submit_s.total_cmp(&b.submit_s)).then(a.id.cmp(&b.id))
+}
+
+/// GPU-memory best fit over `jobs` in the order given: each goes to the GPU with the least
+/// free memory (capacity minus committed peaks) that still holds its peak memory and has no
+/// app it must avoid; a job that fits nowhere waits. Groups the result by GPU.
+pub fn best_fit_memory<'q>(view: &ClusterView<'q>, jobs: impl IntoIterator<Item = &'q QueuedJob>) -> Vec<Placement> {
+    let mut load: Vec<_> = view.gpus.iter().map(committed).collect();
+    let mut chosen: Vec<Vec<&QueuedJob>> = vec![Vec::new(); view.gpus.len()];
+    for job in jobs {
+        let peak = job_peak(job);
+        let best = view
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(g, gpu)| fits_memory(&load[*g], &peak, gpu) && compatible(job, gpu, &chosen[*g]))
+            .min_by(|(a, ga), (b, gb)| {
+                let fa = ga.spec.memory_mib - load[*a].gpu_mem_mib;
+                let fb = gb.spec.memory_mib - load[*b].gpu_mem_mib;
+                fa.total_cmp(&fb).then(a.cmp(b))
+            })
+            .map(|(g, _)| g);
+        if let Some(g) = best {
+            load[g] = load[g].add(&peak);
+            chosen[g].push(job);
+        }
+    }
+    placements(chosen)
+}
+
+/// The non-empty groups, one placement per GPU, in GPU order.
+pub fn placements(chosen: Vec<Vec<&QueuedJob>>) -> Vec<Placement> {
+    chosen
+        .into_iter()
+        .enumerate()
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(g, c)| Placement { gpu: g, jobs: c.iter().map(|j| j.id).collect() })
+        .collect()
+}
+
+/// The profile from `progress_s` on, cut into windows of `width_s` seconds of its own time:
+/// `out[k]` is the component-wise peak demand over `[progress + k w, progress + (k + 1) w)`.
+/// Empty when the profile is over.
+pub fn windows(profile: &AppProfile, progress_s: f64, width_s: f64) -> Vec<Resources> {
+    let solo = profile.solo_s();
+    let left = solo - progress_s;
+    if left <= 0.0 || width_s <= 0.0 {
+        return Vec::new();
+    }
+    let n = (left / width_s).ceil() as usize;
+    let mut out = vec![Resources::ZERO; n.max(1)];
+    let dt = profile.interval_s;
+    for i in profile.sample_index(progress_s)..profile.samples.len() {
+        let a = (i as f64 * dt - progress_s).max(0.0);
+        let b = ((i + 1) as f64 * dt - progress_s).min(left);
+        if b <= a {
+            continue;
+        }
+        let first = ((a / width_s).floor() as usize).min(out.len() - 1);
+        let last = (((b / width_s).ceil() as usize).saturating_sub(1)).clamp(first, out.len() - 1);
+        for w in &mut out[first..=last] {
+            *w = w.max(&profile.samples[i]);
+        }
+    }
+    out
 }

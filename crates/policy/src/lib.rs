@@ -3,9 +3,14 @@
 //! Every policy here is a pure function of the [`ClusterView`] (and its seed, for `random`):
 //! - `fifo`, `sjf`: one job per GPU at a time (SJF = shortest solo time first, the thesis's
 //!   baseline);
-//! - `tetris`: Grandl et al. (SIGCOMM'14) multi-resource packing by alignment of a job's peak
-//!   demand with the GPU's free capacity, packing while jobs fit;
+//! - `tetris`: Grandl et al. (SIGCOMM'14) multi-resource packing: alignment of the job's demand
+//!   over its profile with the GPU's free capacity, plus their remaining-work (SRPT) term;
 //! - `bestfit`: GPU-memory best fit, as Alibaba's gpushare scheduler extender does;
+//! - `sjf-bestfit`: shortest job first, each onto the GPU where its peak memory fits tightest;
+//! - `lucid`: the packing rule of Lucid (ASPLOS'23): sharing scores, pairs of at most two jobs,
+//!   sharing only while jobs would otherwise queue;
+//! - `greedy`: the (job, GPU) with the highest predicted gain in summed progress rate under the
+//!   contention model DqnGPU's guard uses, while a gain is positive (DqnGPU without learning);
 //! - `random`: a random waiting job onto a random GPU where its memory fits.
 //!
 //! ```
@@ -17,26 +22,35 @@
 mod bestfit;
 mod exclusive;
 pub mod fit;
+mod greedy;
+pub mod lucid;
 mod random;
-mod tetris;
+mod sjf_bestfit;
+pub mod tetris;
 
 use dqngpu_model::{ModelError, Policy};
 
 pub use bestfit::BestFit;
 pub use exclusive::{Exclusive, Order};
+pub use greedy::Greedy;
+pub use lucid::Lucid;
 pub use random::RandomPolicy;
+pub use sjf_bestfit::SjfBestFit;
 pub use tetris::Tetris;
 
 /// Names of the heuristic policies, as the CLI spells them.
-pub const NAMES: &[&str] = &["fifo", "sjf", "tetris", "bestfit", "random"];
+pub const NAMES: &[&str] = &["fifo", "sjf", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy", "random"];
 
 /// The heuristic called `name`; `seed` drives `random`. Unknown names list the valid ones.
 pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Policy>, ModelError> {
     Ok(match name.trim().to_ascii_lowercase().as_str() {
         "fifo" => Box::new(Exclusive::new(Order::Arrival)),
         "sjf" => Box::new(Exclusive::new(Order::ShortestFirst)),
-        "tetris" => Box::new(Tetris),
+        "tetris" => Box::new(Tetris::default()),
         "bestfit" | "best-fit" => Box::new(BestFit),
+        "sjf-bestfit" | "sjf-best-fit" => Box::new(SjfBestFit),
+        "lucid" => Box::new(Lucid),
+        "greedy" => Box::new(Greedy::default()),
         "random" => Box::new(RandomPolicy::new(seed)),
         _ => {
             return Err(ModelError::UnknownName {

@@ -64,11 +64,6 @@ impl Policy for RandomPolicy {
                 chosen[g].push(job);
             }
         }
-        chosen
-            .into_iter()
-            .enumerate()
-            .filter(|(_, c)| !c.is_empty())
-            .map(|(g, c)| Placement { gpu: g, jobs: c.iter().map(|j| j.id).collect() })
-            .collect()
+        fit::placements(chosen)
     }
 }

@@ -77,9 +77,111 @@ fn avoid_apps_is_honoured() {
     let gpus = vec![titanxp(vec![run(9, &b)])];
     let queue = vec![qa];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
-    for name in ["tetris", "bestfit", "random"] {
+    for name in ["tetris", "bestfit", "random", "sjf-bestfit", "lucid", "greedy"] {
         assert!(by_name(name, 3).unwrap().decide(&view).is_empty(), "{name}");
     }
+}
+
+#[test]
+fn sjf_bestfit_places_the_shortest_job_first_on_the_fullest_gpu() {
+    let big = profile("big", 100, 50.0, 8000.0);
+    let long = profile("long", 100, 50.0, 4000.0);
+    let short = profile("short", 10, 50.0, 4000.0);
+    let gpus = vec![titanxp(vec![]), titanxp(vec![run(9, &big)])];
+    // Only one 4000 MiB job still fits beside `big`: the short one gets it.
+    let queue = vec![queued(1, &long), queued(2, &short)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let d = by_name("sjf-bestfit", 0).unwrap().decide(&view);
+    assert_eq!(d, vec![Placement { gpu: 0, jobs: vec![1] }, Placement { gpu: 1, jobs: vec![2] }]);
+    // bestfit, in arrival order, gives that place to the long job.
+    let d = by_name("bestfit", 0).unwrap().decide(&view);
+    assert_eq!(d, vec![Placement { gpu: 0, jobs: vec![2] }, Placement { gpu: 1, jobs: vec![1] }]);
+}
+
+#[test]
+fn lucid_pairs_by_score_and_duration_only_when_jobs_would_queue() {
+    use crate::lucid::share_score;
+    let tiny = profile("tiny", 100, 20.0, 1000.0);
+    let jumbo = profile("jumbo", 100, 90.0, 1000.0);
+    let medium = profile("medium", 100, 50.0, 1000.0);
+    let long_tiny = profile("long-tiny", 300, 20.0, 1000.0);
+    assert_eq!((share_score(&tiny), share_score(&medium), share_score(&jumbo)), (0, 1, 2));
+    let lucid = by_name("lucid", 0).unwrap();
+    // One GPU running a jumbo job alone, one idle; two waiting jobs > one idle GPU: sharing on.
+    let gpus = vec![titanxp(vec![run(9, &jumbo)]), titanxp(vec![])];
+    let queue = vec![queued(1, &tiny), queued(2, &medium)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    // tiny (0) + jumbo (2) <= 2: paired; medium (1) + jumbo (2) > 2: the idle GPU.
+    assert_eq!(lucid.decide(&view), vec![Placement { gpu: 0, jobs: vec![1] }, Placement { gpu: 1, jobs: vec![2] }]);
+    // One waiting job, one idle GPU: no sharing, it runs alone.
+    let queue = vec![queued(1, &tiny)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert_eq!(lucid.decide(&view), vec![Placement { gpu: 1, jobs: vec![1] }]);
+    // A job more than twice as long as the resident does not join it.
+    let gpus = vec![titanxp(vec![run(9, &tiny)])];
+    let queue = vec![queued(1, &long_tiny)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert!(lucid.decide(&view).is_empty());
+    let queue = vec![queued(2, &tiny)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert_eq!(lucid.decide(&view), vec![Placement { gpu: 0, jobs: vec![2] }]);
+}
+
+#[test]
+fn greedy_fills_idle_gpus_first_then_packs_where_rates_gain() {
+    let heavy = profile("heavy", 100, 95.0, 2000.0);
+    let light = profile("light", 50, 20.0, 2000.0);
+    let greedy = by_name("greedy", 0).unwrap();
+    // One idle GPU and one busy: the shortest job takes the idle GPU (gain 1); the heavy job
+    // then gains more beside the light job than beside the heavy resident.
+    let gpus = vec![titanxp(vec![run(9, &heavy)]), titanxp(vec![])];
+    let queue = vec![queued(1, &heavy), queued(2, &light)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert_eq!(greedy.decide(&view), vec![Placement { gpu: 1, jobs: vec![2, 1] }]);
+    // Alone, the heavy job joins the heavy resident: two at rate ~0.67 beat one at 1.
+    let queue = vec![queued(1, &heavy)];
+    let gpus = vec![titanxp(vec![run(9, &heavy)])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert_eq!(greedy.decide(&view), vec![Placement { gpu: 0, jobs: vec![1] }]);
+    // Memory is a hard limit: a job that does not fit waits.
+    let full = profile("full", 100, 10.0, 11000.0);
+    let gpus = vec![titanxp(vec![run(9, &full)])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert!(greedy.decide(&view).is_empty());
+}
+
+#[test]
+fn tetris_packs_jobs_whose_compute_phases_do_not_overlap() {
+    // Two 100 s jobs: heavy compute for their first 40 s, then light. Peaks (95% each) rule
+    // out sharing; by the profile, a newcomer's heavy phase meets the resident's light one.
+    let phased = {
+        let mut s = vec![Resources::new(95.0, 2000.0, 95.0, 100.0); 40];
+        s.extend(vec![Resources::new(5.0, 2000.0, 5.0, 100.0); 60]);
+        Arc::new(AppProfile::new(AppInfo { name: "phased".into(), ..Default::default() }, 1.0, s).unwrap())
+    };
+    let resident = RunningJob { id: 9, profile: phased.clone(), progress_s: 50.0, started_s: 0.0 };
+    let queue = vec![queued(1, &phased)];
+    let gpus = vec![titanxp(vec![resident])];
+    let view = ClusterView { now_s: 50.0, gpus: &gpus, queue: &queue };
+    assert_eq!(by_name("tetris", 0).unwrap().decide(&view), vec![Placement { gpu: 0, jobs: vec![1] }]);
+    // At the resident's start its heavy phase would meet the newcomer's: no.
+    let resident = RunningJob { id: 9, profile: phased.clone(), progress_s: 0.0, started_s: 0.0 };
+    let gpus = vec![titanxp(vec![resident])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    assert!(by_name("tetris", 0).unwrap().decide(&view).is_empty());
+}
+
+#[test]
+fn windows_take_the_peak_of_each_stretch() {
+    let mut s = vec![Resources::new(10.0, 100.0, 10.0, 0.0); 25];
+    s[12] = Resources::new(80.0, 500.0, 10.0, 0.0);
+    let p = AppProfile::new(AppInfo { name: "w".into(), ..Default::default() }, 1.0, s).unwrap();
+    let w = fit::windows(&p, 0.0, 10.0);
+    assert_eq!(w.len(), 3);
+    assert_eq!((w[0].gpu_util_pct, w[1].gpu_util_pct, w[2].gpu_util_pct), (10.0, 80.0, 10.0));
+    let w = fit::windows(&p, 5.0, 10.0);
+    assert_eq!((w.len(), w[0].gpu_util_pct, w[1].gpu_util_pct), (2, 80.0, 10.0));
+    assert!(fit::windows(&p, 25.0, 10.0).is_empty());
 }
 
 #[test]
@@ -140,6 +242,7 @@ proptest! {
                 match *name {
                     "fifo" | "sjf" => prop_assert!(gpu.is_idle() && pl.jobs.len() == 1),
                     "tetris" => prop_assert!(fit::committed(gpu).add(&added).fits_within(&cap)),
+                    "lucid" => prop_assert!(gpu.running.len() + pl.jobs.len() <= 2),
                     _ => prop_assert!(fit::committed(gpu).gpu_mem_mib + added.gpu_mem_mib <= cap.gpu_mem_mib + 1e-6),
                 }
             }

@@ -1,16 +1,65 @@
-//! Tetris (Grandl et al., SIGCOMM'14): multi-resource packing by alignment.
+//! Tetris (Grandl, Ananthanarayanan, Kandula, Rao, Akella, "Multi-Resource Packing for
+//! Cluster Schedulers", SIGCOMM'14), with time-varying demands.
 //!
-//! For each GPU, repeatedly pick the waiting job whose peak demand vector has the largest dot
-//! product with the GPU's free capacity (both normalised by capacity), among jobs that fit in
-//! all four resources; stop when none fits. Ties go to the earlier arrival.
+//! Tetris places, on a machine with free resources, the task with the highest score
+//! `a + ε p`, and repeats while tasks fit (§3):
+//! - alignment `a`: the dot product of the task's demand vector with the machine's free
+//!   resources, both normalised by the machine's capacity (§3.1). Our jobs' demands change
+//!   over their profiles, so `a` is the mean over the job's profile of that dot product
+//!   against the free capacity the residents leave at the same moment (everyone projected
+//!   at rate 1, in windows of [`WINDOW_S`] seconds, each window at its peak);
+//! - remaining work `p` (§3.2, shortest remaining time first generalised to many resources):
+//!   the job's duration times the sum of its normalised mean demands; smaller is better, so
+//!   the term enters as `-p`;
+//! - `ε = m ā / p̄` (§3.3), with ā and p̄ the mean alignment and remaining work of the jobs
+//!   that fit, so both terms weigh alike whatever their units, and `m` the knob ([`KNOB`] by
+//!   default; 0 is pure packing).
+//!
+//! A job fits when, in every window of its profile, its demand plus the residents' stays
+//! within the card in GPU util, SM and PCIe (Tetris never over-allocates a resource), and
+//! its peak memory plus the residents' remaining peaks fits the memory (a hard limit that
+//! phase drift under interference must not break). Jobs never join an app they were
+//! OOM-killed beside. Ties go to the earlier arrival.
 
-use dqngpu_model::{ClusterView, Placement, Policy, QueuedJob};
+use dqngpu_model::{ClusterView, Placement, Policy, QueuedJob, Resources};
 
 use crate::fit;
 
+/// Window of profile time over which demands are taken at their peak, s.
+pub const WINDOW_S: f64 = 10.0;
+
+/// Default weight `m` of the remaining-work term (with `m = 1`, jobs of equal length on an
+/// empty GPU would all tie: alignment and remaining work grow alike with the demand).
+pub const KNOB: f64 = 0.5;
+
 /// The Tetris packing heuristic.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Tetris;
+#[derive(Debug, Clone, Copy)]
+pub struct Tetris {
+    knob: f64,
+}
+
+impl Default for Tetris {
+    fn default() -> Self {
+        Tetris { knob: KNOB }
+    }
+}
+
+impl Tetris {
+    /// Tetris with remaining-work weight `m` (0: packing only).
+    pub fn with_knob(knob: f64) -> Self {
+        Tetris { knob: if knob.is_finite() { knob.max(0.0) } else { KNOB } }
+    }
+}
+
+/// The demand already placed on a GPU, window by window (rate-1 projection).
+fn add_windows(acc: &mut Vec<Resources>, job: &[Resources]) {
+    if acc.len() < job.len() {
+        acc.resize(job.len(), Resources::ZERO);
+    }
+    for (a, j) in acc.iter_mut().zip(job) {
+        *a = a.add(j);
+    }
+}
 
 impl Policy for Tetris {
     fn name(&self) -> &str {
@@ -18,29 +67,74 @@ impl Policy for Tetris {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        if view.queue.is_empty() {
+            return Vec::new();
+        }
+        let rows: Vec<Vec<Resources>> = view.queue.iter().map(|q| fit::windows(&q.profile, 0.0, WINDOW_S)).collect();
         let peaks: Vec<_> = view.queue.iter().map(fit::job_peak).collect();
+        let means: Vec<Resources> = view.queue.iter().map(|q| q.profile.summary().mean).collect();
         let mut taken = vec![false; view.queue.len()];
         let mut out = Vec::new();
         for (g, gpu) in view.gpus.iter().enumerate() {
             let cap = gpu.spec.capacity();
-            let mut load = fit::committed(gpu);
+            let mut mem_load = fit::committed(gpu).gpu_mem_mib;
+            let mut used: Vec<Resources> = Vec::new();
+            for r in &gpu.running {
+                add_windows(&mut used, &fit::windows(&r.profile, r.progress_s, WINDOW_S));
+            }
             let mut chosen: Vec<&QueuedJob> = Vec::new();
             loop {
-                let free = cap.sub(&load).normalised(&cap);
-                let mut best: Option<(usize, f64)> = None;
+                // (job, alignment, remaining work) of every job that fits.
+                let mut fits: Vec<(usize, f64, f64)> = Vec::new();
                 for (i, job) in view.queue.iter().enumerate() {
-                    if taken[i] || !fit::fits_all(&load, &peaks[i], gpu) || !fit::compatible(job, gpu, &chosen) {
+                    if taken[i]
+                        || mem_load + peaks[i].gpu_mem_mib > cap.gpu_mem_mib + 1e-9
+                        || !fit::compatible(job, gpu, &chosen)
+                    {
                         continue;
                     }
-                    let d = peaks[i].normalised(&cap);
-                    let score: f64 = free.iter().zip(d.iter()).map(|(f, d)| f * d).sum();
+                    let mut align = 0.0;
+                    let mut ok = true;
+                    for (k, d) in rows[i].iter().enumerate() {
+                        let u = used.get(k).copied().unwrap_or(Resources::ZERO);
+                        let after = u.add(d);
+                        if after.gpu_util_pct > cap.gpu_util_pct + 1e-9
+                            || after.sm_pct > cap.sm_pct + 1e-9
+                            || after.pcie_mbps > cap.pcie_mbps + 1e-9
+                        {
+                            ok = false;
+                            break;
+                        }
+                        let free = cap.sub(&u).normalised(&cap);
+                        let dn = d.normalised(&cap);
+                        align += free.iter().zip(dn.iter()).map(|(f, d)| f.max(0.0) * d).sum::<f64>();
+                    }
+                    if !ok {
+                        continue;
+                    }
+                    let align = align / rows[i].len().max(1) as f64;
+                    let mean = means[i].normalised(&cap);
+                    let work = job.profile.solo_s() * mean.iter().sum::<f64>();
+                    fits.push((i, align, work));
+                }
+                if fits.is_empty() {
+                    break;
+                }
+                let n = fits.len() as f64;
+                let a_bar = fits.iter().map(|f| f.1).sum::<f64>() / n;
+                let p_bar = fits.iter().map(|f| f.2).sum::<f64>() / n;
+                let eps = if p_bar > 0.0 { self.knob * a_bar / p_bar } else { 0.0 };
+                let mut best: Option<(usize, f64)> = None;
+                for &(i, a, p) in &fits {
+                    let score = a - eps * p;
                     if best.is_none_or(|(_, s)| score > s + 1e-12) {
                         best = Some((i, score));
                     }
                 }
                 let Some((i, _)) = best else { break };
                 taken[i] = true;
-                load = load.add(&peaks[i]);
+                mem_load += peaks[i].gpu_mem_mib;
+                add_windows(&mut used, &rows[i]);
                 chosen.push(&view.queue[i]);
             }
             if !chosen.is_empty() {

@@ -46,6 +46,41 @@ pub struct TrainConfig {
     pub max_steps: usize,
     /// Seed of the network's initial weights and of every sampled action.
     pub seed: u64,
+    /// What the GPU agents' reward measures (DeepRM's own environment ignores it). Files
+    /// written before the field existed were trained on the makespan.
+    #[serde(default = "Objective::makespan")]
+    pub objective: Objective,
+}
+
+/// What training minimises (issue 10: stated and selectable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Mean job completion time (finish - submit): reward -(jobs in the system) x dt per
+    /// step, whose sum over an episode is minus the sum of the jobs' completion times.
+    #[default]
+    Jct,
+    /// Makespan (the thesis's metric): reward -dt per step while jobs remain.
+    Makespan,
+}
+
+impl Objective {
+    /// The names `--objective` accepts.
+    pub const NAMES: [&'static str; 2] = ["jct", "makespan"];
+
+    /// The objective called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "jct" => Some(Objective::Jct),
+            "makespan" => Some(Objective::Makespan),
+            _ => None,
+        }
+    }
+
+    /// `Makespan` (serde's default for files older than the field).
+    pub fn makespan() -> Self {
+        Objective::Makespan
+    }
 }
 
 impl Default for TrainConfig {
@@ -60,6 +95,7 @@ impl Default for TrainConfig {
             hidden: vec![20],
             max_steps: 2000,
             seed: 42,
+            objective: Objective::default(),
         }
     }
 }

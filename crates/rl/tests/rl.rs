@@ -317,3 +317,105 @@ fn slowdown_guard_predicts_what_the_simulator_measures() {
         assert_eq!(guard.predict(&titan, &jobs).admitted, measured <= 0.02, "{apps:?}: measured {measured}");
     }
 }
+
+/// Issue 10, liveness: every simulation of every policy finishes, whatever the job set, the
+/// cluster and the arrivals: heuristics, a policy that never places anything, and untrained
+/// agents (random weights, with and without the slowdown guard) included.
+mod liveness {
+    use super::*;
+    use dqngpu_model::{ClusterView, Placement, Policy};
+    use proptest::prelude::*;
+
+    struct Holder;
+    impl Policy for Holder {
+        fn name(&self) -> &str {
+            "test-holder"
+        }
+        fn decide(&self, _view: &ClusterView<'_>) -> Vec<Placement> {
+            Vec::new()
+        }
+    }
+
+    const CLUSTERS: [&str; 4] = ["titanxp:1", "titanxp:2", "2xtitanxp:2", "titanxp,rtx3090:1"];
+    const AGENTS: usize = 4;
+
+    fn policy(i: usize, seed: u64) -> Box<dyn Policy> {
+        let untrained = |enc: GpuEncoding| {
+            let net = PolicyNet::new(enc.obs_len(), &[20], enc.n_actions(), Head::PerAction, seed).unwrap();
+            Box::new(RlPolicy::new(enc, net).unwrap()) as Box<dyn Policy>
+        };
+        match i {
+            0 => Box::new(Holder),
+            1 => untrained(GpuEncoding::new(AgentKind::Dqngpu)),
+            2 => untrained(GpuEncoding { guard: None, ..GpuEncoding::new(AgentKind::Dqngpu) }),
+            3 => untrained(GpuEncoding::new(AgentKind::DeeprmMax)),
+            _ => dqngpu_policy::by_name(dqngpu_policy::NAMES[i - AGENTS], seed).unwrap(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn every_simulation_of_every_policy_finishes(
+            class in 0usize..5,
+            n_jobs in 1usize..10,
+            seed in 0u64..1000,
+            cluster in 0usize..CLUSTERS.len(),
+            rate in prop::option::of(0.001f64..0.5),
+            which in 0usize..AGENTS + dqngpu_policy::NAMES.len(),
+        ) {
+            let lib = dqngpu_model::library::resolve("thesis").unwrap();
+            let arrivals = match rate {
+                Some(rate_per_s) => dqngpu_sim::Arrivals::Poisson { rate_per_s },
+                None => dqngpu_sim::Arrivals::AllAtZero,
+            };
+            let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], n_jobs, seed, arrivals).unwrap();
+            let cluster = ClusterSpec::parse_gpus(CLUSTERS[cluster]).unwrap();
+            let p = policy(which, seed);
+            let config = dqngpu_sim::SimConfig::default();
+            let r = dqngpu_sim::run(p.as_ref(), &cluster, &lib, &set, contention(), config);
+            let r = r.map_err(|e| TestCaseError::fail(format!("{}: {e}", p.name())))?;
+            prop_assert!(r.completed);
+            prop_assert!(r.jobs.iter().all(|j| j.finish_s.is_some()));
+            if which == 0 {
+                // The holder places nothing: the liveness rule started every job.
+                prop_assert_eq!(r.liveness_starts, set.jobs.len() as u64 + r.restarts);
+            }
+        }
+    }
+}
+
+/// Issue 10: the JCT objective's reward sums to minus the job-seconds spent in the system, the
+/// makespan objective's to minus the makespan.
+#[test]
+fn jct_and_makespan_rewards_measure_what_they_say() {
+    use dqngpu_rl::reinforce::Objective;
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let enc = GpuEncoding::new(AgentKind::Dqngpu);
+    let episode = |n_jobs: usize, objective: Objective| {
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::Random, n_jobs, 3, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+        let config = dqngpu_sim::SimConfig { tick_trigger: dqngpu_sim::TickTrigger::Always, ..Default::default() };
+        let task = gpu::GpuTask::new(enc.clone(), cluster.clone(), lib.clone(), contention(), vec![set], config)
+            .unwrap()
+            .with_objective(objective);
+        let mut env = task.make(0);
+        let (mut obs, mut mask) = (vec![0.0; task.obs_len()], vec![false; task.n_actions()]);
+        let mut total = 0.0;
+        loop {
+            env.observe(&mut obs, &mut mask);
+            // The last allowed action: the largest group, so jobs overlap.
+            let a = mask.iter().rposition(|&m| m).unwrap();
+            let t = env.step(a);
+            total += t.reward;
+            if t.done {
+                return (total, env.score());
+            }
+        }
+    };
+    let (jct, makespan) = episode(5, Objective::Jct);
+    let (span, _) = episode(5, Objective::Makespan);
+    assert!((span + makespan / gpu::REWARD_SCALE_S).abs() < 1e-9, "{span} {makespan}");
+    // Five jobs in the system at first, one at the end: between one and five times the makespan.
+    assert!(jct < span && jct > 5.0 * span, "jct {jct} makespan {span}");
+}

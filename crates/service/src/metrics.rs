@@ -22,6 +22,8 @@ pub struct Metrics {
     pub attempts_started: AtomicU64,
     /// Attempts that died of OOM.
     pub oom_kills: AtomicU64,
+    /// Jobs the loop started itself because the policy held while a GPU was idle (liveness).
+    pub liveness_starts: AtomicU64,
     buckets: [AtomicU64; DECISION_BUCKETS_S.len()],
     latency_count: AtomicU64,
     latency_sum_ns: AtomicU64,
@@ -52,6 +54,11 @@ impl Metrics {
         counter("dqngpu_guarded_placements_total", "Jobs held back by the memory or avoid guard.", c(&self.guarded));
         counter("dqngpu_attempts_started_total", "Attempts started.", c(&self.attempts_started));
         counter("dqngpu_oom_kills_total", "Attempts that died of GPU out-of-memory.", c(&self.oom_kills));
+        counter(
+            "dqngpu_liveness_starts_total",
+            "Jobs started by the liveness rule (the policy held while a GPU was idle).",
+            c(&self.liveness_starts),
+        );
         let name = "dqngpu_decision_latency_seconds";
         let _ = writeln!(out, "# HELP {name} Time the policy took to decide.\n# TYPE {name} histogram");
         for (b, le) in self.buckets.iter().zip(DECISION_BUCKETS_S) {

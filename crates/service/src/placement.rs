@@ -2,6 +2,11 @@
 //! builds a [`ClusterView`] from the store and the monitor, asks the policy, validates the
 //! decision and starts the chosen groups. It is the only writer of "what runs where".
 //!
+//! When the policy places nothing while a GPU is idle and a waiting job fits it, the loop
+//! starts the oldest such job itself (the liveness rule, `dqngpu_model::liveness_start`;
+//! counted in `dqngpu_liveness_starts_total` and written to the event log as
+//! `liveness_start`), so no policy can leave a job waiting for ever.
+//!
 //! Two guards apply to every policy's decision, so no policy can break them: a job never
 //! joins a GPU where the peak memories of its profile and of the jobs there would exceed
 //! the card, and never joins an app it died of OOM beside (`avoid_apps`). A job whose app
@@ -16,7 +21,8 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use dqngpu_model::{
-    validate_decision, AppInfo, AppProfile, ClusterView, GpuState, JobId, Policy, QueuedJob, Resources, RunningJob,
+    liveness_start, validate_decision, AppInfo, AppProfile, ClusterView, GpuState, JobId, Policy, QueuedJob, Resources,
+    RunningJob,
 };
 
 use crate::error::ServiceError;
@@ -327,12 +333,31 @@ impl Placer {
         let t0 = Instant::now();
         let decision = self.policy.decide(&view);
         self.core.metrics.observe_decision(t0.elapsed().as_secs_f64());
-        if let Err(e) = validate_decision(self.policy.name(), &view, &decision) {
-            self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(error = %e, "refused the policy's decision");
-            self.core.store.event(None, "invalid_decision", &e.to_string(), now)?;
-            return Ok(());
-        }
+        let decision = match validate_decision(self.policy.name(), &view, &decision) {
+            Ok(()) => decision,
+            Err(e) => {
+                self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(error = %e, "refused the policy's decision");
+                self.core.store.event(None, "invalid_decision", &e.to_string(), now)?;
+                Vec::new()
+            }
+        };
+        // Liveness: a policy that holds while a GPU is idle and a waiting job fits it gets
+        // the oldest such job started for it, as the simulator does.
+        let decision = match liveness_start(&view, &decision) {
+            Some(p) => {
+                self.core.metrics.liveness_starts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let detail = format!(
+                    "policy `{}` placed nothing while GPU {} was idle; started the oldest waiting job that fits",
+                    self.policy.name(),
+                    self.core.cfg.gpus[gpu_map[p.gpu]].index
+                );
+                tracing::info!(job = p.jobs[0], "{detail}");
+                self.core.store.event(Some(p.jobs[0]), "liveness_start", &detail, now)?;
+                vec![p]
+            }
+            None => decision,
+        };
         self.start_decided(&decision, &gpu_map, &with_profile, now)
     }
 

@@ -39,6 +39,18 @@ pub enum SimEvent {
         /// GPU index.
         gpu: usize,
     },
+    /// The policy held while this GPU was idle and this job fitted it, so the simulator
+    /// started the job itself (the liveness rule); a `Start` event follows.
+    Liveness {
+        /// Time, s.
+        t_s: f64,
+        /// The job.
+        job: JobId,
+        /// Its app.
+        app: String,
+        /// GPU index.
+        gpu: usize,
+    },
     /// A job was killed for lack of GPU memory; it lost its progress and went back to the queue.
     Oom {
         /// Time, s.
@@ -87,6 +99,7 @@ impl SimEvent {
         match self {
             SimEvent::Arrival { t_s, .. }
             | SimEvent::Start { t_s, .. }
+            | SimEvent::Liveness { t_s, .. }
             | SimEvent::Oom { t_s, .. }
             | SimEvent::Finish { t_s, .. }
             | SimEvent::Memory { t_s, .. } => *t_s,

@@ -128,6 +128,10 @@ pub struct SimResult {
     pub job_steps: u64,
     /// Decisions asked of the policy.
     pub decisions: u64,
+    /// Jobs the simulator started itself because the policy held while a GPU was idle and a
+    /// waiting job fitted it (the liveness rule, [`dqngpu_model::liveness_start`]).
+    #[serde(default)]
+    pub liveness_starts: u64,
     /// Per-job outcomes, in job-set order.
     pub jobs: Vec<JobRecord>,
     /// The event log (empty unless recording was asked for).

@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use dqngpu_interference::{Interference, JobLoad};
 use dqngpu_model::{
-    validate_decision, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId, JobSet, Location, ModelError,
-    Placement, QueuedJob, Resources, RunningJob,
+    liveness_start, validate_decision, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId, JobSet,
+    Location, ModelError, Placement, QueuedJob, Resources, RunningJob,
 };
 
 use crate::error::SimError;
@@ -165,6 +165,7 @@ pub struct Simulator {
     steps: u64,
     job_steps: u64,
     decisions: u64,
+    liveness_starts: u64,
     fault: Option<SimError>,
     events: Vec<SimEvent>,
     usage: Option<UsageTrace>,
@@ -231,6 +232,7 @@ impl Simulator {
             steps: 0,
             job_steps: 0,
             decisions: 0,
+            liveness_starts: 0,
             fault: None,
             events: Vec::new(),
             usage: config.record_usage.then(UsageTrace::default),
@@ -270,7 +272,9 @@ impl Simulator {
     }
 
     /// Validates and applies a decision: starts the placed jobs now. A job that does not fit
-    /// in its GPU's memory is killed out of memory at once (newest placed first).
+    /// in its GPU's memory is killed out of memory at once (newest placed first). A decision
+    /// that places nothing while a GPU is idle and a waiting job fits it starts that job
+    /// instead ([`dqngpu_model::liveness_start`]; counted in [`SimResult::liveness_starts`]).
     ///
     /// Errors: an invalid decision; [`SimError::NoProgress`] when the policy places nothing
     /// although nothing runs and no job will arrive; a fault recorded by an earlier step
@@ -284,6 +288,20 @@ impl Simulator {
         self.decision_pending = false;
         self.capacity_freed = false;
         self.next_tick_s = self.now_s + self.config.decision_tick_s;
+        // Liveness: a policy that holds while a GPU is idle and a waiting job fits it gets one
+        // job started for it (counted, and logged as a `liveness` event).
+        let rescue = liveness_start(&self.view(), decision);
+        let decision = match &rescue {
+            Some(p) => {
+                self.liveness_starts += 1;
+                if self.config.record_events {
+                    let app = self.queue.iter().find(|q| q.id == p.jobs[0]).map(|q| q.app.clone()).unwrap_or_default();
+                    self.events.push(SimEvent::Liveness { t_s: self.now_s, job: p.jobs[0], app, gpu: p.gpu });
+                }
+                std::slice::from_ref(p)
+            }
+            None => decision,
+        };
         let placed_any = decision.iter().any(|p| !p.jobs.is_empty());
         if !placed_any {
             let idle = self.gpus.iter().all(GpuState::is_idle);
@@ -731,6 +749,7 @@ impl Simulator {
             steps: self.steps,
             job_steps: self.job_steps,
             decisions: self.decisions,
+            liveness_starts: self.liveness_starts,
             jobs: records,
             events: self.events,
             usage: self.usage,

@@ -10,7 +10,7 @@ use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
 use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
 use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
-use dqngpu_rl::reinforce::TrainConfig;
+use dqngpu_rl::reinforce::{Objective, TrainConfig};
 
 /// Arguments.
 #[derive(ClapArgs, Debug)]
@@ -31,7 +31,11 @@ pub struct Args {
     /// Interference model.
     #[arg(long, default_value = "contention")]
     interference: String,
-    /// Iterations.
+    /// What training minimises: `jct` (mean job completion time; reward -(jobs in the system)
+    /// x dt per step) or `makespan` (the thesis's; reward -dt per step).
+    #[arg(long, default_value = "jct")]
+    objective: String,
+    /// Iterations; 0 writes the untrained model (initial weights, same architecture and masks).
     #[arg(long, default_value_t = 60)]
     iterations: usize,
     /// Training job sets (30 jobs each, drawn with seeds SEED*1000 + i).
@@ -92,6 +96,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let classes: Vec<WorkloadClass> =
         if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };
     let optimizer = a.optimizer;
+    let objective = Objective::from_name(&a.objective).ok_or_else(|| dqngpu_model::ModelError::UnknownName {
+        what: "objective",
+        name: a.objective.clone(),
+        valid: Objective::NAMES.iter().map(|s| s.to_string()).collect(),
+    })?;
+
     let library = dqngpu_model::library::resolve(&a.library)?;
     let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
@@ -128,6 +138,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         hidden: a.hidden.clone(),
         max_steps: 5000,
         seed: a.seed,
+        objective,
     };
     let sets = gpu::training_sets(&library, &classes, a.jobsets, a.seed)?;
     let progress = TrainProgress::new(a.iterations, "makespan_s", !a.quiet);
@@ -166,8 +177,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(path) = &a.curve {
         write_curve(path, &curve)?;
     }
-    let first = curve.first().map(|s| s.mean_score).unwrap_or(f64::NAN);
-    let last = curve.last().map(|s| s.mean_score).unwrap_or(f64::NAN);
+    let (Some(first), Some(last)) = (curve.first().map(|s| s.mean_score), curve.last().map(|s| s.mean_score)) else {
+        // `--iterations 0`: the initial weights, same architecture and masks, so anyone can
+        // measure what training buys.
+        eprintln!("wrote an untrained {} model (no iterations) to {}", agent.name(), a.output.display());
+        return Ok(());
+    };
     eprintln!(
         "trained {} for {} iterations in {wall:.1} s; training makespan {first:.0} s -> {last:.0} s; wrote {}",
         agent.name(),

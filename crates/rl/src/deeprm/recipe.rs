@@ -111,6 +111,8 @@ impl Recipe {
             hidden: self.hidden.clone(),
             max_steps: 2000,
             seed: self.seed,
+            // DeepRM's environment has its own reward (slowdown); the field is unused there.
+            objective: crate::reinforce::Objective::default(),
         }
     }
 

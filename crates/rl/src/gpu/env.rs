@@ -10,6 +10,7 @@ use super::encoding::GpuEncoding;
 use super::round::Round;
 use crate::env::{Env, Task, Transition};
 use crate::error::RlError;
+use crate::reinforce::Objective;
 
 /// Reward per simulated second while jobs remain, divided by this (returns of order -10).
 pub const REWARD_SCALE_S: f64 = 1000.0;
@@ -28,6 +29,8 @@ pub struct GpuTask {
     pub sets: Vec<JobSet>,
     /// Simulator settings.
     pub config: SimConfig,
+    /// What the reward measures (default: mean JCT).
+    pub objective: Objective,
 }
 
 impl GpuTask {
@@ -44,16 +47,23 @@ impl GpuTask {
         for s in &sets {
             Simulator::new(&cluster, &library, s, interference.clone(), config.clone())?;
         }
-        Ok(GpuTask { encoding, cluster, library, interference, sets, config })
+        Ok(GpuTask { encoding, cluster, library, interference, sets, config, objective: Objective::default() })
+    }
+
+    /// The same task with the reward measuring `objective`.
+    pub fn with_objective(self, objective: Objective) -> Self {
+        GpuTask { objective, ..self }
     }
 }
 
 /// One episode: a simulation driven by the agent's choices.
 pub struct GpuEnv<'a> {
     enc: &'a GpuEncoding,
+    objective: Objective,
     sim: Option<Simulator>,
     round: Option<Round>,
-    /// Simulated seconds passed since the last agent step.
+    /// Cost since the last agent step: simulated seconds passed (makespan), or job-seconds
+    /// spent in the system by the jobs that had arrived (JCT).
     waited_s: f64,
     failed: bool,
 }
@@ -67,7 +77,14 @@ impl<'a> GpuEnv<'a> {
             task.interference.clone(),
             task.config.clone(),
         );
-        let mut env = GpuEnv { enc: &task.encoding, failed: sim.is_err(), sim: sim.ok(), round: None, waited_s: 0.0 };
+        let mut env = GpuEnv {
+            enc: &task.encoding,
+            objective: task.objective,
+            failed: sim.is_err(),
+            sim: sim.ok(),
+            round: None,
+            waited_s: 0.0,
+        };
         env.advance();
         env
     }
@@ -95,8 +112,15 @@ impl<'a> GpuEnv<'a> {
                 continue;
             }
             let before = sim.now_s();
+            let in_system = match self.objective {
+                Objective::Makespan => 1.0,
+                Objective::Jct => {
+                    let v = sim.view();
+                    (v.queue.len() + v.gpus.iter().map(|g| g.running.len()).sum::<usize>()) as f64
+                }
+            };
             sim.step();
-            self.waited_s += sim.now_s() - before;
+            self.waited_s += (sim.now_s() - before) * in_system;
         }
     }
 

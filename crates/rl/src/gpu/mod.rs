@@ -72,7 +72,8 @@ pub fn train(
     if agent::wants_every_tick(enc.agent) {
         config.tick_trigger = dqngpu_sim::TickTrigger::Always;
     }
-    let task = GpuTask::new(enc.clone(), cluster.clone(), library.clone(), interference, sets, config)?;
+    let task = GpuTask::new(enc.clone(), cluster.clone(), library.clone(), interference, sets, config)?
+        .with_objective(cfg.objective);
     let net = PolicyNet::new(enc.obs_len(), &cfg.hidden, enc.n_actions(), Head::PerAction, cfg.seed)?;
     let curve = crate::reinforce::train(&task, &net, cfg, on_iter)?;
     Ok((RlPolicy::new(enc.clone(), net)?, curve))

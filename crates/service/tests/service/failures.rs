@@ -54,3 +54,41 @@ async fn program_that_cannot_start_fails_at_once() {
     assert!(v["error"].as_str().unwrap().contains("cannot start"), "{v}");
     t.service.stop().await;
 }
+
+/// A policy that never places anything.
+struct Holder;
+impl dqngpu_model::Policy for Holder {
+    fn name(&self) -> &str {
+        "test-holder"
+    }
+    fn decide(&self, _view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        Vec::new()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_never_places_is_overruled_by_the_liveness_rule() {
+    use crate::util::{call, config, profile_json};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let service =
+        dqngpu_service::Service::start(config(data.clone(), "titanxp:1"), std::sync::Arc::new(Holder), None).unwrap();
+    let router = service.router(&dqngpu_service::HttpConfig::default());
+    // A profiled app goes through the policy (an unprofiled one would run alone first).
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("held", 100.0, 10.0, 5)), &[]).await;
+    assert_eq!(s, axum::http::StatusCode::CREATED);
+    let a = submit(&router, "held", &["true"]).await;
+    let b = submit(&router, "held", &["true"]).await;
+    for id in [a, b] {
+        let v = wait_final(&router, id).await;
+        assert_eq!(v["state"], "succeeded", "{v}");
+        assert_eq!(v["history"][0]["exclusive"], false, "{v}");
+    }
+    let (_, m) = call(&router, "GET", "/metrics", None, &[]).await;
+    assert!(m.as_str().unwrap().contains("dqngpu_liveness_starts_total 2"), "{m}");
+    service.stop().await;
+    let db = rusqlite::Connection::open(data.join("dqngpu.sqlite")).unwrap();
+    let mut q = db.prepare("SELECT job_id FROM events WHERE kind = 'liveness_start' ORDER BY id").unwrap();
+    let jobs: Vec<i64> = q.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert_eq!(jobs, vec![a as i64, b as i64]);
+}

@@ -1,0 +1,25 @@
+//! SJF + GPU-memory best fit: the waiting jobs in shortest-solo-time order, each onto the GPU
+//! whose free memory (capacity minus the residents' remaining peaks) is smallest among those
+//! that still hold the job's peak memory over its whole profile. It packs as far as memory
+//! allows, like `bestfit`, and starts short jobs first, like `sjf`: the two rules together
+//! are what an operator who knows job lengths would write first.
+
+use dqngpu_model::{ClusterView, Placement, Policy, QueuedJob};
+
+use crate::fit;
+
+/// The SJF + memory best-fit heuristic.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SjfBestFit;
+
+impl Policy for SjfBestFit {
+    fn name(&self) -> &str {
+        "sjf-bestfit"
+    }
+
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        let mut waiting: Vec<&QueuedJob> = view.queue.iter().collect();
+        waiting.sort_by(|a, b| fit::shortest_first(a, b));
+        fit::best_fit_memory(view, waiting)
+    }
+}
