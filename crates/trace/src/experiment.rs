@@ -1,0 +1,1 @@
+//! Policies x seeds x pod lists (filled in below).

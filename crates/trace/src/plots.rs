@@ -1,0 +1,1 @@
+//! Plots (filled in below).
