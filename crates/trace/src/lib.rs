@@ -8,6 +8,7 @@
 //! - [`policies`]: the node-level [`NodePolicy`] trait and the six policies, one file each.
 //! - [`frag`]: typical pods and node fragmentation.
 //! - [`experiment`]: policies x seeds x pod lists in parallel, with the paper's numbers.
+//! - [`learn`]: trains the learned `dqngpu` scorer ([`policies::Learned`]).
 //!
 //! No async runtime, database or neural-network dependency.
 //!
@@ -30,6 +31,7 @@ pub mod curves;
 pub mod error;
 pub mod experiment;
 pub mod frag;
+pub mod learn;
 pub mod plots;
 pub mod policies;
 pub mod reader;

@@ -10,6 +10,7 @@ pub mod interference;
 pub mod profile;
 pub mod serve;
 pub mod simulate;
+pub mod trace;
 pub mod train;
 pub mod workload;
 
@@ -17,7 +18,10 @@ use dqngpu_model::ModelError;
 
 /// 2 when any error in the chain is a usage error (an unknown name), else 1.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    let usage = e.chain().any(|c| c.downcast_ref::<ModelError>().is_some_and(ModelError::is_usage));
+    let usage = e.chain().any(|c| {
+        c.downcast_ref::<ModelError>().is_some_and(ModelError::is_usage)
+            || c.downcast_ref::<dqngpu_trace::TraceError>().is_some_and(dqngpu_trace::TraceError::is_usage)
+    });
     if usage {
         2
     } else {

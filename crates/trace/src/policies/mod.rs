@@ -11,6 +11,7 @@ mod dotprod;
 mod fgd;
 mod gpuclustering;
 mod gpupacking;
+pub mod learned;
 mod random;
 
 pub use bestfit::BestFit;
@@ -18,6 +19,7 @@ pub use dotprod::DotProd;
 pub use fgd::Fgd;
 pub use gpuclustering::GpuClustering;
 pub use gpupacking::GpuPacking;
+pub use learned::Learned;
 pub use random::Random;
 
 use rand_chacha::ChaCha8Rng;
@@ -59,6 +61,10 @@ pub trait NodePolicy: Send + Sync {
 /// The names [`by_name`] accepts, in the paper's order.
 pub const POLICY_NAMES: [&str; 6] = ["random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd"];
 
+/// Every name [`by_name`] accepts: the paper's six and the learned `dqngpu`.
+pub const ALL_POLICY_NAMES: [&str; 7] =
+    ["random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd", "dqngpu"];
+
 /// The paper's label of a policy name.
 pub fn paper_label(name: &str) -> &'static str {
     match name {
@@ -68,11 +74,12 @@ pub fn paper_label(name: &str) -> &'static str {
         "gpupacking" => "GpuPacking",
         "bestfit" => "BestFit",
         "fgd" => "FGD",
+        "dqngpu" => "dqngpu",
         _ => "?",
     }
 }
 
-/// Resolves a policy by name.
+/// Resolves a policy by name (`dqngpu` with the shipped weights).
 pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
     Ok(match name {
         "random" => Box::new(Random),
@@ -81,7 +88,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
         "gpupacking" => Box::new(GpuPacking),
         "bestfit" => Box::new(BestFit),
         "fgd" => Box::new(Fgd),
-        _ => return Err(TraceError::unknown("policy", name, &POLICY_NAMES)),
+        "dqngpu" => Box::new(Learned { weights: learned::Weights::shipped() }),
+        _ => return Err(TraceError::unknown("policy", name, &ALL_POLICY_NAMES)),
     })
 }
 
