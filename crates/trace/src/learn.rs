@@ -38,7 +38,7 @@ pub struct LearnConfig {
 
 impl Default for LearnConfig {
     fn default() -> Self {
-        LearnConfig { iterations: 20, pairs: 4, sequences: 2, sigma: 0.1, step: 0.05, seed: 7, tune: 1.3 }
+        LearnConfig { iterations: 12, pairs: 3, sequences: 2, sigma: 0.003, step: 0.0015, seed: 7, tune: 1.3 }
     }
 }
 
@@ -101,7 +101,7 @@ pub fn train(
             .collect::<Result<_>>()?;
         let mut grad = vec![0.0; FEATURES];
         let mut all = Vec::new();
-        for i in 0..cfg.pairs {
+        for (i, e_i) in eps.iter().enumerate() {
             let mean_of = |sgn: f64| {
                 let v: Vec<f64> = rewards.iter().filter(|r| r.0 == i && r.1 == sgn).map(|r| r.2).collect();
                 v.iter().sum::<f64>() / v.len().max(1) as f64
@@ -109,7 +109,7 @@ pub fn train(
             let (plus, minus) = (mean_of(1.0), mean_of(-1.0));
             all.push(plus);
             all.push(minus);
-            for (g, e) in grad.iter_mut().zip(&eps[i]) {
+            for (g, e) in grad.iter_mut().zip(e_i) {
                 *g += (plus - minus) * e / (2.0 * cfg.pairs as f64 * cfg.sigma);
             }
         }

@@ -37,10 +37,11 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Weights that rank candidates as FGD's un-truncated score does.
+    /// Weights that decide exactly as FGD (its integer score; ties by the node rank). Small
+    /// weights on the other features then only break FGD's ties.
     pub fn fgd_like() -> Self {
         let mut w = vec![0.0; FEATURES];
-        w[0] = 1.0;
+        w[1] = 1.0;
         Weights { w, provenance: "FGD-equivalent start".into() }
     }
 
@@ -55,10 +56,6 @@ impl Weights {
 pub struct Learned {
     /// Its weights.
     pub weights: Weights,
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
 }
 
 impl Learned {
@@ -80,7 +77,7 @@ impl Learned {
             let free = left.iter().filter(|&&g| g == MILLI as i32).count() as f64 / 8.0;
             [
                 d,
-                sigmoid(d),
+                crate::frag::fgd_score(before, after) as f64 / 100.0,
                 cpu_after as f64 / MAX_SPEC_CPU,
                 total_after,
                 pick.map(|j| f64::from(left[j]) / f64::from(MILLI)).unwrap_or(0.0),

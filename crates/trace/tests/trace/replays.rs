@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use dqngpu_trace::policies::{by_name, POLICY_NAMES};
+use dqngpu_trace::policies::{by_name, ALL_POLICY_NAMES};
 use dqngpu_trace::reader::{parse_nodes, parse_pods, read_nodes, read_pods, NodeRow, PodRow};
 use dqngpu_trace::{replay, ReplayConfig};
 
@@ -72,7 +72,7 @@ fn pods_that_can_never_fit_fail_and_are_named() {
     let nodes = parse_nodes(NODES, "n.csv").unwrap();
     let list =
         pods(&["ok,1000,1024,1,500,", "huge,1000,1024,16,1000,", "h100,1000,1024,1,1000,H100", "fat,99000,1024,0,0,"]);
-    for name in POLICY_NAMES {
+    for name in ALL_POLICY_NAMES {
         let p = by_name(name).unwrap();
         let r = replay(&nodes, &list, p.as_ref(), &ReplayConfig { tune: 0.0, seed: 1 }).unwrap();
         assert_eq!(r.pods_tried, 4, "{name}");
@@ -99,4 +99,19 @@ fn unknown_policy_lists_the_valid_ones() {
     let e = by_name("tetris").err().unwrap();
     assert!(e.is_usage());
     assert!(e.to_string().contains("fgd") && e.to_string().contains("bestfit"));
+}
+
+#[test]
+fn training_the_learned_scorer_runs_and_logs_each_iteration() {
+    use dqngpu_trace::learn::{train, LearnConfig};
+    use dqngpu_trace::policies::learned::FEATURES;
+    let nodes = parse_nodes(NODES, "n.csv").unwrap();
+    let list = pods(&["a,2000,1024,1,300,", "b,4000,1024,1,700,", "c,1000,1024,1,1000,", "d,1000,1024,0,0,"]);
+    let cfg = LearnConfig { iterations: 2, pairs: 2, sequences: 1, ..LearnConfig::default() };
+    let (w, logs) = train(&nodes, &list, &cfg, &|_| {}).unwrap();
+    assert_eq!(w.w.len(), FEATURES);
+    assert!(w.w.iter().all(|x| x.is_finite()));
+    assert_eq!(logs.len(), 2);
+    assert!(logs.iter().all(|l| (0.0..=100.0).contains(&l.mean_reward) && l.best_reward >= l.mean_reward));
+    assert!(w.provenance.contains("evolution strategies"));
 }
