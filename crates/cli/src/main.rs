@@ -40,6 +40,8 @@ enum Command {
     Experiment(cmd::experiment::Args),
     /// Record, import and inspect usage profiles.
     Profile(cmd::profile::Args),
+    /// Replay Alibaba's GPU-sharing trace as the FGD paper's experiment.
+    Trace(cmd::trace::Args),
     /// Run the placement service.
     Serve(cmd::serve::Args),
     /// Submit a job to the service.
@@ -66,6 +68,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deeprm(a) => cmd::deeprm::run(a),
         Command::Experiment(a) => cmd::experiment::run(a),
         Command::Profile(a) => cmd::profile::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Submit(a) => cmd::client::submit(a),
         Command::Jobs(a) => cmd::client::jobs(a),

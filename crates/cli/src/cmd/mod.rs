@@ -11,6 +11,7 @@ pub mod k8s;
 pub mod profile;
 pub mod serve;
 pub mod simulate;
+pub mod trace;
 pub mod train;
 pub mod workload;
 
@@ -38,6 +39,8 @@ fn is_usage(e: &(dyn std::error::Error + 'static)) -> bool {
     } else if let Some(e) = e.downcast_ref::<dqngpu_experiment::ExperimentError>() {
         e.is_usage()
     } else if let Some(e) = e.downcast_ref::<dqngpu_profiler::ProfilerError>() {
+        e.is_usage()
+    } else if let Some(e) = e.downcast_ref::<dqngpu_trace::TraceError>() {
         e.is_usage()
     } else {
         false

@@ -1,0 +1,317 @@
+//! `dqngpu trace replay|experiment`: Alibaba's GPU-sharing trace replayed as the FGD paper's
+//! experiment (crate `dqngpu-trace`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args as ClapArgs, Subcommand};
+use dqngpu_trace::experiment::{list_name, paper, run_experiment, write_experiment, write_replay, ExperimentConfig};
+use dqngpu_trace::learn::{train, IterationLog, LearnConfig};
+use dqngpu_trace::policies::learned::{Learned, Weights, FEATURES};
+use dqngpu_trace::policies::{by_name, paper_label};
+use dqngpu_trace::reader::{read_nodes, read_pods};
+use dqngpu_trace::{replay, ReplayConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Format;
+
+/// Where the trace ships in the repository.
+const DATA_DIR: &str = "data/alibaba-gpu-v2023/csv";
+
+/// Arguments.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replay one pod list under one policy and seed.
+    Replay(ReplayArgs),
+    /// Every policy x seeds 42..51 x pod lists, in parallel, with a report beside the paper's numbers.
+    Experiment(ExperimentArgs),
+    /// Train the learned `dqngpu` scorer (evolution strategies on training seeds from 1000).
+    Train(TrainArgs),
+}
+
+/// `trace train` options.
+#[derive(ClapArgs, Debug)]
+struct TrainArgs {
+    /// Node list CSV.
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv")]
+    nodes: PathBuf,
+    /// Pod list CSV.
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv")]
+    pods: PathBuf,
+    /// Iterations.
+    #[arg(long, default_value_t = 20)]
+    iterations: usize,
+    /// Antithetic pairs per iteration.
+    #[arg(long, default_value_t = 4)]
+    pairs: usize,
+    /// Pod sequences per evaluation.
+    #[arg(long, default_value_t = 2)]
+    sequences: usize,
+    /// Seed of the perturbations.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Where to write the weights (JSON).
+    #[arg(short, long, default_value = "results/trace/dqngpu.json")]
+    out: PathBuf,
+}
+
+/// `trace replay` options.
+#[derive(ClapArgs, Debug)]
+struct ReplayArgs {
+    /// Node list CSV (`sn,cpu_milli,memory_mib,gpu,model`).
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv")]
+    nodes: PathBuf,
+    /// Pod list CSV (`name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]`).
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv")]
+    pods: PathBuf,
+    /// random, dotprod, gpuclustering, gpupacking, bestfit, fgd or dqngpu (learned).
+    #[arg(long, default_value = "fgd")]
+    policy: String,
+    /// Weights for `--policy dqngpu` (default: the shipped ones).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Inflate the pods until they request this multiple of the GPU capacity (<= 0: as listed).
+    #[arg(long, default_value_t = 1.3)]
+    tune: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Also write curves.csv, result.json and allocation.svg/png into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// `trace experiment` options.
+#[derive(ClapArgs, Debug)]
+struct ExperimentArgs {
+    /// Directory of the openb CSVs.
+    #[arg(long, default_value = DATA_DIR)]
+    data: PathBuf,
+    /// Node list file name inside --data.
+    #[arg(long, default_value = "openb_node_list_gpu_node.csv")]
+    nodes: String,
+    /// Pod lists by short name (`default`, `cpu050`, `gpushare40`...), comma-separated, or `all`
+    /// (the default list and the cpu*, gpushare*, gpuspec* and multigpu* variants found in --data).
+    #[arg(long, default_value = "all")]
+    lists: String,
+    /// Policies, comma-separated.
+    #[arg(long, default_value = "random,dotprod,gpuclustering,gpupacking,bestfit,fgd")]
+    policies: String,
+    /// First seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Number of seeds.
+    #[arg(long, default_value_t = 10)]
+    seeds: u64,
+    /// Tune ratio.
+    #[arg(long, default_value_t = 1.3)]
+    tune: f64,
+    /// Worker threads (default: the available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory.
+    #[arg(long, default_value = "results/trace")]
+    out: PathBuf,
+}
+
+/// Runs `trace`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Replay(a) => replay_cmd(a),
+        Command::Experiment(a) => experiment_cmd(a),
+        Command::Train(a) => train_cmd(a),
+    }
+}
+
+fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
+    if !a.tune.is_finite() {
+        anyhow::bail!("--tune must be a finite number, got {}", a.tune);
+    }
+    let policy = match (&a.model, a.policy.as_str()) {
+        (Some(m), "dqngpu") => load_learned(m)?,
+        (Some(_), other) => anyhow::bail!("--model applies to --policy dqngpu, not `{other}`"),
+        (None, name) => by_name(name)?,
+    };
+    let nodes = read_nodes(&a.nodes)?;
+    let pods = read_pods(&a.pods)?;
+    let r = replay(&nodes, &pods, policy.as_ref(), &ReplayConfig { tune: a.tune, seed: a.seed })?;
+    if !r.never_fit.is_empty() {
+        let shown: Vec<&str> = r.never_fit.iter().take(20).map(String::as_str).collect();
+        tracing::warn!(
+            "{} pod(s) fit no node even when the cluster is empty and count as failed: {}{}",
+            r.never_fit.len(),
+            shown.join(", "),
+            if r.never_fit.len() > shown.len() { ", ..." } else { "" }
+        );
+        eprintln!(
+            "warning: {} pod(s) can never fit any node (counted failed): {}",
+            r.never_fit.len(),
+            shown.join(", ")
+        );
+    }
+    if let Some(dir) = &a.out {
+        write_replay(&r, dir).with_context(|| format!("writing {}", dir.display()))?;
+    }
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        Format::Table => {
+            println!(
+                "{} on {} ({} nodes, {} GPUs), seed {}, tune {}",
+                paper_label(&r.policy),
+                list_name(&a.pods),
+                r.nodes,
+                r.gpus,
+                r.seed,
+                r.tune
+            );
+            println!(
+                "pods: {} original, {} tried, {} placed, {} failed; {:.2} s",
+                r.pods_original, r.pods_tried, r.pods_placed, r.pods_failed, r.wall_s
+            );
+            let (p100, p130) = paper(&list_name(&a.pods), &r.policy);
+            println!("{:>8} {:>12} {:>14} {:>10}", "arrived", "allocated", "fragmented", "paper");
+            for pct in [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130] {
+                let p = match (pct, p100, p130) {
+                    (100, Some(x), _) | (130, _, Some(x)) => format!("{x:.2}%"),
+                    _ => String::new(),
+                };
+                let f = |v: Option<f64>| v.map(|x| format!("{x:.2}%")).unwrap_or_else(|| "-".into());
+                println!("{:>7}% {:>12} {:>14} {:>10}", pct, f(r.allocation_pct[pct]), f(r.fragmentation_pct[pct]), p);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pod lists `spec` names, found in `data`.
+fn pod_lists(data: &Path, spec: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(data)
+        .with_context(|| format!("reading {}", data.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("openb_pod_list_") && n.ends_with(".csv"))
+        })
+        .collect();
+    found.sort();
+    if spec == "all" {
+        let wanted = ["default", "cpu", "gpushare", "gpuspec", "multigpu"];
+        let mut out: Vec<PathBuf> = found.iter().filter(|p| list_name(p) == "default").cloned().collect();
+        out.extend(
+            found
+                .iter()
+                .filter(|p| {
+                    let n = list_name(p);
+                    n != "default" && wanted.iter().any(|w| n.starts_with(w))
+                })
+                .cloned(),
+        );
+        return Ok(out);
+    }
+    spec.split(',')
+        .map(|name| {
+            found.iter().find(|p| list_name(p) == name.trim()).cloned().ok_or_else(|| {
+                anyhow::Error::new(dqngpu_model::ModelError::UnknownName {
+                    what: "pod list",
+                    name: name.to_string(),
+                    valid: found.iter().map(|p| list_name(p)).collect(),
+                })
+            })
+        })
+        .collect()
+}
+
+fn experiment_cmd(a: ExperimentArgs) -> anyhow::Result<()> {
+    let policies: Vec<String> = a.policies.split(',').map(|s| s.trim().to_string()).collect();
+    for p in &policies {
+        by_name(p)?;
+    }
+    if a.seeds == 0 {
+        anyhow::bail!("--seeds must be at least 1");
+    }
+    let cfg = ExperimentConfig {
+        nodes: a.data.join(&a.nodes),
+        pod_lists: pod_lists(&a.data, &a.lists)?,
+        policies,
+        seeds: (a.seed..a.seed + a.seeds).collect(),
+        tune: a.tune,
+    };
+    let total = cfg.pod_lists.len() * cfg.policies.len() * cfg.seeds.len();
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("replays {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let tick = || bar.inc(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build()?;
+    let res = pool.install(|| run_experiment(&cfg, &tick))?;
+    bar.finish_and_clear();
+    let report = write_experiment(&res, &a.out)?;
+    println!("{:<12} {:<14} {:>9} {:>9} {:>9} {:>9}", "list", "policy", "@100%", "paper", "@130%", "paper");
+    for s in &res.summary {
+        let f = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
+        println!(
+            "{:<12} {:<14} {:>9} {:>9} {:>9} {:>9}",
+            s.list,
+            paper_label(&s.policy),
+            f(s.alloc_100),
+            f(s.paper.0),
+            f(s.alloc_130),
+            f(s.paper.1)
+        );
+    }
+    println!("report: {}", report.display());
+    Ok(())
+}
+
+fn load_learned(path: &Path) -> anyhow::Result<Box<dyn dqngpu_trace::NodePolicy>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let weights: Weights =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a weights file", path.display()))?;
+    if weights.w.len() != FEATURES {
+        anyhow::bail!("{}: field `w` has {} weights, expected {FEATURES}", path.display(), weights.w.len());
+    }
+    Ok(Box::new(Learned { weights }))
+}
+
+fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
+    let nodes = read_nodes(&a.nodes)?;
+    let pods = read_pods(&a.pods)?;
+    let cfg = LearnConfig {
+        iterations: a.iterations,
+        pairs: a.pairs,
+        sequences: a.sequences,
+        seed: a.seed,
+        ..LearnConfig::default()
+    };
+    let bar = ProgressBar::new(cfg.iterations as u64);
+    bar.set_style(
+        ProgressStyle::with_template("train {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let log = |l: &IterationLog| {
+        bar.set_message(format!("reward {:.3}", l.mean_reward));
+        bar.inc(1);
+    };
+    let (weights, logs) = train(&nodes, &pods, &cfg, &log)?;
+    bar.finish_and_clear();
+    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    dqngpu_model::error::write_file_atomic(&a.out, serde_json::to_string_pretty(&weights)?.as_bytes())?;
+    for l in &logs {
+        println!("iteration {:>3}: mean reward {:.3}, best {:.3}", l.iteration, l.mean_reward, l.best_reward);
+    }
+    println!("weights: {:?}\nwritten to {}", weights.w, a.out.display());
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! `dqngpu trace replay` with the real binary on small fixtures: JSON curves and output files,
+//! bad rows refused naming file, line and field (exit 1), unknown policies exit 2, and pods
+//! no node could ever hold counted failed with a warning.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+fn test_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("trace-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixture(d: &Path, pods: &str) -> (PathBuf, PathBuf) {
+    let n = d.join("nodes.csv");
+    let p = d.join("pods.csv");
+    std::fs::write(&n, "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,4,T4\nb,32000,131072,2,A10\n").unwrap();
+    std::fs::write(&p, format!("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n{pods}")).unwrap();
+    (n, p)
+}
+
+fn replay(n: &Path, p: &Path, extra: &[&str]) -> Output {
+    Command::new(BIN).args(["trace", "replay", "--nodes"]).arg(n).arg("--pods").arg(p).args(extra).output().unwrap()
+}
+
+#[test]
+fn replay_writes_json_curves_and_files() {
+    let d = test_dir("ok");
+    let (n, p) = fixture(&d, "p0,4000,8192,1,500,\np1,4000,8192,1,1000,\np2,8000,8192,2,1000,A10\np3,2000,1024,0,0,\n");
+    let out = d.join("out");
+    let o = replay(&n, &p, &["--policy", "bestfit", "--seed", "7", "--format", "json", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["allocation_pct"].as_array().unwrap().len(), 131);
+    assert_eq!(v["fragmentation_pct"].as_array().unwrap().len(), 131);
+    assert!(v["pods_placed"].as_u64().unwrap() > 0);
+    for f in ["curves.csv", "result.json", "allocation.svg", "allocation.png"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let csv = std::fs::read_to_string(out.join("curves.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 132, "header and 131 points");
+}
+
+#[test]
+fn bad_rows_and_names_exit_with_clear_errors() {
+    let d = test_dir("bad");
+    let (n, p) = fixture(&d, "p0,4000,8192,1,500,\np1,4000,8192,1,1200,\n");
+    let o = replay(&n, &p, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("pods.csv") && err.contains("line 3") && err.contains("gpu_milli"), "{err}");
+    let (n, p) = fixture(&d, "p0,4000,8192,1,500,\n");
+    let o = replay(&n, &p, &["--policy", "tetris"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("fgd"));
+}
+
+#[test]
+fn pods_no_node_can_hold_are_warned_about_and_failed() {
+    let d = test_dir("never");
+    let (n, p) = fixture(&d, "ok,4000,8192,1,500,\nbig,4000,8192,8,1000,\nh100,1000,1024,1,1000,H100\n");
+    let o = replay(&n, &p, &["--tune", "0", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("big") && err.contains("h100"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pods_failed"], 2);
+    assert_eq!(v["pods_placed"], 1);
+}

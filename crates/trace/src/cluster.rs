@@ -1,0 +1,299 @@
+//! The cluster being filled: node capacities, what is left on each node and GPU, and pods in
+//! the simulator's units (milli-CPU, MiB, milli-GPU per GPU).
+
+use crate::reader::{NodeRow, PodRow, MILLI};
+
+/// Most pods one node accepts (the published node YAML's `pods: '1001'`).
+pub const MAX_PODS_PER_NODE: u32 = 1001;
+/// kube-scheduler's CPU request for a pod that asks for none (`GetNonzeroRequests`).
+pub const DEFAULT_MILLI_CPU: i64 = 100;
+
+/// GPU model names, interned: a model is a bit in a `u64` mask.
+#[derive(Debug, Clone, Default)]
+pub struct Models {
+    names: Vec<String>,
+}
+
+impl Models {
+    /// The id of `name`, adding it when new; `None` when more than 64 models are named.
+    pub fn intern(&mut self, name: &str) -> Option<u8> {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            return Some(i as u8);
+        }
+        if self.names.len() >= 64 {
+            return None;
+        }
+        self.names.push(name.to_string());
+        Some((self.names.len() - 1) as u8)
+    }
+
+    /// Name of model `id`.
+    pub fn name(&self, id: u8) -> &str {
+        self.names.get(usize::from(id)).map(String::as_str).unwrap_or("?")
+    }
+}
+
+/// What a pod asks for, in the units the policies compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pod {
+    /// Index of the row it came from (copies share their original's).
+    pub row: usize,
+    /// CPU request (milli), as kube-scheduler's NodeResourcesFit checks it.
+    pub cpu: i64,
+    /// CPU as the policies score it (a zero request counts as 100 milli).
+    pub cpu_nonzero: i64,
+    /// Memory request (MiB).
+    pub mem: i64,
+    /// GPUs requested.
+    pub num_gpu: u32,
+    /// Milli-GPU per GPU.
+    pub milli: i32,
+    /// GPU models accepted, as bits over [`Models`]; `None`: any model.
+    pub models: Option<u64>,
+    /// Id of the `gpu_spec` text (the typical-pod key distinguishes specs by their text).
+    pub spec: u32,
+}
+
+impl Pod {
+    /// GPU milli requested in all.
+    pub fn total_milli(&self) -> i64 {
+        i64::from(self.num_gpu) * i64::from(self.milli)
+    }
+
+    /// A GPU-sharing pod: one GPU, less than all of it.
+    pub fn is_share(&self) -> bool {
+        self.num_gpu == 1 && self.milli < MILLI as i32
+    }
+
+    /// The GPU-clustering affinity tag: 0 for sharing pods, else the number of whole GPUs.
+    pub fn affinity(&self) -> Option<u32> {
+        match self.num_gpu {
+            0 => None,
+            _ if self.is_share() => Some(0),
+            n => Some(n),
+        }
+    }
+}
+
+/// Whether a pod accepting `pod_models` may use a node of model `node_model` (the simulator's
+/// `IsNodeAccessibleToPodByType`).
+pub fn accessible(pod_models: Option<u64>, node_model: Option<u8>) -> bool {
+    match (pod_models, node_model) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(mask), Some(m)) => mask & (1u64 << m) != 0,
+    }
+}
+
+/// A node's fixed capacity.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    /// Name (`sn`).
+    pub name: String,
+    /// CPU (milli).
+    pub cpu: i64,
+    /// Memory (MiB).
+    pub mem: i64,
+    /// Number of GPUs.
+    pub gpus: usize,
+    /// GPU model, `None` for CPU-only nodes.
+    pub model: Option<u8>,
+}
+
+/// What is left on a node.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    /// CPU left (milli).
+    pub cpu_left: i64,
+    /// Memory left (MiB).
+    pub mem_left: i64,
+    /// Pods placed.
+    pub pods: u32,
+    /// Milli-GPU left on each GPU, by device index.
+    pub gpu_left: Vec<i32>,
+    /// Pods per GPU-clustering tag (`Pod::affinity`), for GPU pods only.
+    pub affinity: Vec<(u32, u32)>,
+    /// The node's fragmentation (milli-GPU) against the typical pods, kept current.
+    pub frag: f64,
+}
+
+impl NodeState {
+    /// Milli-GPU left on all GPUs.
+    pub fn gpu_left_total(&self) -> i64 {
+        self.gpu_left.iter().map(|&g| i64::from(g)).sum()
+    }
+
+    /// GPUs with nothing allocated.
+    pub fn fully_free(&self) -> usize {
+        self.gpu_left.iter().filter(|&&g| g == MILLI as i32).count()
+    }
+}
+
+/// Which GPUs of the chosen node a pod takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuPick {
+    /// A CPU-only pod.
+    None,
+    /// These GPUs (one for a sharing pod, `num_gpu` whole ones otherwise).
+    Gpus(Vec<usize>),
+}
+
+/// The cluster: capacities, state and each node's tie-break rank.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Capacities.
+    pub specs: Vec<NodeSpec>,
+    /// What is left.
+    pub state: Vec<NodeState>,
+    /// Tie-break rank of each node: among equal scores the lowest rank wins (the simulator
+    /// prefixes node names with a seeded random permutation and takes the smallest name).
+    pub rank: Vec<u32>,
+    /// GPU model names.
+    pub models: Models,
+}
+
+impl Cluster {
+    /// An empty cluster from a node list; `models` must already hold every node model.
+    pub fn new(rows: &[NodeRow], models: &mut Models) -> Self {
+        let specs: Vec<NodeSpec> = rows
+            .iter()
+            .map(|r| NodeSpec {
+                name: r.name.clone(),
+                cpu: i64::from(r.cpu_milli),
+                mem: i64::from(r.memory_mib),
+                gpus: r.gpus as usize,
+                model: if r.gpus > 0 { models.intern(&r.model) } else { None },
+            })
+            .collect();
+        let state = specs
+            .iter()
+            .map(|s| NodeState {
+                cpu_left: s.cpu,
+                mem_left: s.mem,
+                pods: 0,
+                gpu_left: vec![MILLI as i32; s.gpus],
+                affinity: Vec::new(),
+                frag: 0.0,
+            })
+            .collect();
+        let rank = (0..specs.len() as u32).collect();
+        Cluster { specs, state, rank, models: models.clone() }
+    }
+
+    /// Total GPUs.
+    pub fn total_gpus(&self) -> u64 {
+        self.specs.iter().map(|s| s.gpus as u64).sum()
+    }
+
+    /// GPU milli allocated now.
+    pub fn used_milli(&self) -> i64 {
+        self.specs.iter().zip(&self.state).map(|(s, n)| s.gpus as i64 * i64::from(MILLI) - n.gpu_left_total()).sum()
+    }
+
+    /// Whether `pod` fits node `i` now (NodeResourcesFit for CPU, memory and pod count, and the
+    /// simulator's GPU-share filter for model and GPUs).
+    pub fn fits(&self, i: usize, pod: &Pod) -> bool {
+        let (spec, st) = (&self.specs[i], &self.state[i]);
+        if st.pods + 1 > MAX_PODS_PER_NODE || st.cpu_left < pod.cpu || st.mem_left < pod.mem {
+            return false;
+        }
+        if pod.num_gpu == 0 {
+            return true;
+        }
+        if spec.gpus == 0 || !accessible(pod.models, spec.model) {
+            return false;
+        }
+        st.gpu_left.iter().filter(|&&g| g >= pod.milli).count() >= pod.num_gpu as usize
+    }
+
+    /// Whether `pod` fits node `i` when the node is empty.
+    pub fn could_ever_fit(&self, i: usize, pod: &Pod) -> bool {
+        let spec = &self.specs[i];
+        spec.cpu >= pod.cpu
+            && spec.mem >= pod.mem
+            && (pod.num_gpu == 0 || (accessible(pod.models, spec.model) && spec.gpus >= pod.num_gpu as usize))
+    }
+
+    /// The lowest-index whole free GPUs for a pod that takes whole GPUs (`AllocateExclusiveGpuId`).
+    pub fn whole_gpus(&self, i: usize, pod: &Pod) -> Vec<usize> {
+        self.state[i]
+            .gpu_left
+            .iter()
+            .enumerate()
+            .filter(|(_, &g)| g == MILLI as i32)
+            .map(|(j, _)| j)
+            .take(pod.num_gpu as usize)
+            .collect()
+    }
+
+    /// Best fit inside a node for a sharing pod: the GPU with the least milli left that still
+    /// fits, the lowest index on ties (`allocateGpuIdBasedOnBestFit`).
+    pub fn best_fit_gpu(&self, i: usize, pod: &Pod) -> Option<usize> {
+        let mut best: Option<(usize, i32)> = None;
+        for (j, &g) in self.state[i].gpu_left.iter().enumerate() {
+            if g >= pod.milli && best.is_none_or(|(_, b)| g < b) {
+                best = Some((j, g));
+            }
+        }
+        best.map(|(j, _)| j)
+    }
+
+    /// Places `pod` on node `i` taking `gpus`.
+    pub fn apply(&mut self, i: usize, pod: &Pod, gpus: &GpuPick) {
+        let st = &mut self.state[i];
+        st.cpu_left -= pod.cpu;
+        st.mem_left -= pod.mem;
+        st.pods += 1;
+        if let GpuPick::Gpus(ids) = gpus {
+            for &j in ids {
+                st.gpu_left[j] -= pod.milli;
+            }
+        }
+        if let Some(tag) = pod.affinity() {
+            match st.affinity.iter_mut().find(|(t, _)| *t == tag) {
+                Some((_, c)) => *c += 1,
+                None => st.affinity.push((tag, 1)),
+            }
+        }
+    }
+}
+
+/// Converts pod rows to [`Pod`]s, interning the GPU models their specs name.
+pub fn pods_from_rows(rows: &[PodRow], models: &mut Models) -> Result<Vec<Pod>, String> {
+    let mut spec_texts: Vec<String> = vec![String::new()];
+    let mut out = Vec::with_capacity(rows.len());
+    for (k, r) in rows.iter().enumerate() {
+        let key = r.gpu_spec_key();
+        let spec = match spec_texts.iter().position(|s| *s == key) {
+            Some(p) => p,
+            None => {
+                spec_texts.push(key);
+                spec_texts.len() - 1
+            }
+        } as u32;
+        let mask = if r.gpu_spec.is_empty() {
+            None
+        } else {
+            let mut m = 0u64;
+            for name in &r.gpu_spec {
+                let id = models
+                    .intern(name)
+                    .ok_or_else(|| format!("pod `{}` names more than 64 GPU models in all", r.name))?;
+                m |= 1u64 << id;
+            }
+            Some(m)
+        };
+        let cpu = i64::from(r.cpu_milli);
+        out.push(Pod {
+            row: k,
+            cpu,
+            cpu_nonzero: if cpu == 0 { DEFAULT_MILLI_CPU } else { cpu },
+            mem: i64::from(r.memory_mib),
+            num_gpu: r.num_gpu,
+            milli: r.gpu_milli as i32,
+            models: mask,
+            spec,
+        });
+    }
+    Ok(out)
+}
