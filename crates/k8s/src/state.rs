@@ -472,6 +472,9 @@ impl Cluster {
         self.views(std::slice::from_ref(&name.to_string())).pop().flatten()
     }
 
+    /// One node's view: its devices, then each GPU's residents (watched and assumed) with
+    /// their profiles and progress. One piece on purpose: one pass that fills the slots the
+    /// residents are then added to; split, each half would need the other's half-built slots.
     fn build(&self, g: &Inner, name: &str, now: f64) -> Option<NodeView> {
         let node = g.nodes.get(name)?;
         let hami_lock = node.annotations.get(devices::HAMI_LOCK).cloned();

@@ -238,8 +238,27 @@ pub fn write_replay(r: &ReplayResult, dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
     write(&dir.join("results.json"), &serde_json::to_string(res).map_err(|e| TraceError::Unusable(e.to_string()))?)?;
-    let mut csv = String::from("list,policy,seeds,alloc_100,alloc_130,sd_130,frag_130,paper_100,paper_130,wall_s\n");
+    write(&dir.join("summary.csv"), &summary_csv(&res.summary))?;
+    let mut md = report_header(&res.config);
+    let mut lists: Vec<&String> = Vec::new();
     for s in &res.summary {
+        if !lists.contains(&&s.list) {
+            lists.push(&s.list);
+        }
+    }
+    for list in lists {
+        let rows: Vec<&Summary> = res.summary.iter().filter(|s| &s.list == list).collect();
+        list_section(&mut md, list, &rows, dir)?;
+    }
+    let report = dir.join("report.md");
+    write(&report, &md)?;
+    Ok(report)
+}
+
+/// `summary.csv`: one row per (pod list, policy).
+fn summary_csv(summary: &[Summary]) -> String {
+    let mut csv = String::from("list,policy,seeds,alloc_100,alloc_130,sd_130,frag_130,paper_100,paper_130,wall_s\n");
+    for s in summary {
         let _ = writeln!(
             csv,
             "{},{},{},{},{},{},{},{},{},{:.3}",
@@ -255,9 +274,11 @@ pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> 
             s.wall_s
         );
     }
-    write(&dir.join("summary.csv"), &csv)?;
+    csv
+}
 
-    let cfg = &res.config;
+/// The report's title and the paragraph that says what was run.
+fn report_header(cfg: &ExperimentConfig) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Alibaba GPU-sharing trace: the FGD experiment\n");
     let _ = writeln!(
@@ -273,80 +294,71 @@ pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> 
         cfg.seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
         cfg.tune
     );
-    let lists: Vec<&String> = {
-        let mut v: Vec<&String> = Vec::new();
-        for s in &res.summary {
-            if !v.contains(&&s.list) {
-                v.push(&s.list);
-            }
-        }
-        v
-    };
-    for list in lists {
-        let rows: Vec<&Summary> = res.summary.iter().filter(|s| &s.list == list).collect();
-        let _ = writeln!(md, "## Pod list `{list}`\n");
+    md
+}
+
+/// One pod list's table in the report, and its curves (CSV) and plots.
+fn list_section(md: &mut String, list: &str, rows: &[&Summary], dir: &Path) -> Result<()> {
+    let _ = writeln!(md, "## Pod list `{list}`\n");
+    let _ = writeln!(
+        md,
+        "| policy | alloc @100% | paper @100% | alloc @130% | sd | paper @130% | diff @130% | frag @130% | s/replay |"
+    );
+    let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for s in rows {
+        let diff = match (s.alloc_130, s.paper.1) {
+            (Some(a), Some(p)) => format!("{:+.2}", a - p),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             md,
-            "| policy | alloc @100% | paper @100% | alloc @130% | sd | paper @130% | diff @130% | frag @130% | s/replay |"
-        );
-        let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-        for s in &rows {
-            let diff = match (s.alloc_130, s.paper.1) {
-                (Some(a), Some(p)) => format!("{:+.2}", a - p),
-                _ => "-".into(),
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
-                paper_label(&s.policy),
-                fmt_opt(s.alloc_100),
-                fmt_opt(s.paper.0),
-                fmt_opt(s.alloc_130),
-                fmt_opt(s.sd_130),
-                fmt_opt(s.paper.1),
-                diff,
-                fmt_opt(s.frag_130),
-                s.wall_s
-            );
-        }
-        let triples: Vec<CurvePair<'_>> =
-            rows.iter().map(|s| (s.policy.as_str(), &s.allocation_pct, &s.fragmentation_pct)).collect();
-        write(&dir.join(format!("curves_{list}.csv")), &curves_csv(&triples))?;
-        let mut marks = Vec::new();
-        for (i, s) in rows.iter().enumerate() {
-            if let Some(a) = s.paper.0 {
-                marks.push(Mark { series: i, x: 100.0, y: a });
-            }
-            if let Some(b) = s.paper.1 {
-                marks.push(Mark { series: i, x: 130.0, y: b });
-            }
-        }
-        let chart = LineChart {
-            title: format!("Pod list {list}: GPU allocation vs arrived demand (mean of seeds)"),
-            x_desc: "arrived GPU demand, % of capacity".into(),
-            y_desc: "GPU allocated, % of capacity".into(),
-            series: rows
-                .iter()
-                .map(|s| Series { label: paper_label(&s.policy).to_string(), points: s.allocation_pct.clone() })
-                .collect(),
-            marks,
-            x_range: (0.0, 130.0),
-            y_range: (0.0, 100.0),
-        };
-        chart.write(dir, &format!("allocation_{list}"))?;
-        let zoom = LineChart {
-            title: format!("Pod list {list}: allocation from 80% arrived (x: the paper's numbers)"),
-            x_range: (80.0, 130.0),
-            y_range: (80.0, 100.0),
-            ..chart.clone()
-        };
-        zoom.write(dir, &format!("allocation_{list}_zoom"))?;
-        let _ = writeln!(
-            md,
-            "\n![allocation](allocation_{list}.png) ![from 80%](allocation_{list}_zoom.png)\n\nCurves: `curves_{list}.csv`.\n"
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            paper_label(&s.policy),
+            fmt_opt(s.alloc_100),
+            fmt_opt(s.paper.0),
+            fmt_opt(s.alloc_130),
+            fmt_opt(s.sd_130),
+            fmt_opt(s.paper.1),
+            diff,
+            fmt_opt(s.frag_130),
+            s.wall_s
         );
     }
-    let report = dir.join("report.md");
-    write(&report, &md)?;
-    Ok(report)
+    let triples: Vec<CurvePair<'_>> =
+        rows.iter().map(|s| (s.policy.as_str(), &s.allocation_pct, &s.fragmentation_pct)).collect();
+    write(&dir.join(format!("curves_{list}.csv")), &curves_csv(&triples))?;
+    let mut marks = Vec::new();
+    for (i, s) in rows.iter().enumerate() {
+        if let Some(a) = s.paper.0 {
+            marks.push(Mark { series: i, x: 100.0, y: a });
+        }
+        if let Some(b) = s.paper.1 {
+            marks.push(Mark { series: i, x: 130.0, y: b });
+        }
+    }
+    let chart = LineChart {
+        title: format!("Pod list {list}: GPU allocation vs arrived demand (mean of seeds)"),
+        x_desc: "arrived GPU demand, % of capacity".into(),
+        y_desc: "GPU allocated, % of capacity".into(),
+        series: rows
+            .iter()
+            .map(|s| Series { label: paper_label(&s.policy).to_string(), points: s.allocation_pct.clone() })
+            .collect(),
+        marks,
+        x_range: (0.0, 130.0),
+        y_range: (0.0, 100.0),
+    };
+    chart.write(dir, &format!("allocation_{list}"))?;
+    let zoom = LineChart {
+        title: format!("Pod list {list}: allocation from 80% arrived (x: the paper's numbers)"),
+        x_range: (80.0, 130.0),
+        y_range: (80.0, 100.0),
+        ..chart.clone()
+    };
+    zoom.write(dir, &format!("allocation_{list}_zoom"))?;
+    let _ = writeln!(
+        md,
+        "\n![allocation](allocation_{list}.png) ![from 80%](allocation_{list}_zoom.png)\n\nCurves: `curves_{list}.csv`.\n"
+    );
+    Ok(())
 }

@@ -133,6 +133,9 @@ pub fn arrival_order(
 }
 
 /// Replays `pods` on `nodes` under `policy`.
+/// One piece on purpose: the FGD procedure in its published order (models, inflation, shuffle,
+/// one pod at a time, a curve point per pod); split, every step would take the cluster, the
+/// curve and the counters as arguments.
 pub fn replay(nodes: &[NodeRow], pods: &[PodRow], policy: &dyn NodePolicy, cfg: &ReplayConfig) -> Result<ReplayResult> {
     let start = Instant::now();
     let mut models = Models::default();
