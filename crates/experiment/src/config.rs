@@ -19,6 +19,10 @@ pub struct ExperimentConfig {
     pub interference: String,
     /// Simulator step, s.
     pub step_s: f64,
+    /// Slowdown budget for every scheduler, percent (absent: none). A group of jobs predicted
+    /// by the interference model to slow any job on its GPU by more than this is not started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_slowdown_pct: Option<f64>,
     /// The cluster.
     pub cluster: ClusterConfig,
     /// The job sets.
@@ -162,6 +166,7 @@ impl Default for ExperimentConfig {
             library: "thesis".into(),
             interference: "contention".into(),
             step_s: 1.0,
+            max_slowdown_pct: None,
             cluster: ClusterConfig::default(),
             workloads: WorkloadConfig::default(),
             schedulers: SchedulerConfig::default(),
@@ -356,6 +361,9 @@ impl ExperimentConfig {
                 msg,
             )
         };
+        if let Some(b) = self.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
+            return Err(bad("max_slowdown_pct", format!("{b} is not a percentage >= 0")));
+        }
         if !(self.step_s.is_finite() && self.step_s > 0.0) {
             return Err(bad("step_s", format!("{} is not a positive step", self.step_s)));
         }

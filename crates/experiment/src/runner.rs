@@ -37,7 +37,11 @@ impl Setup {
             None => ClusterSpec::parse_gpus(&cfg.cluster.gpus)?,
         };
         let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&cfg.interference)?);
-        let sim = SimConfig { step_s: cfg.step_s, ..SimConfig::default() };
+        let sim = SimConfig {
+            step_s: cfg.step_s,
+            max_slowdown: cfg.max_slowdown_pct.map(|p| p / 100.0),
+            ..SimConfig::default()
+        };
         Ok(Setup { cluster, library, interference, sim })
     }
 

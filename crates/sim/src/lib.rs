@@ -13,6 +13,7 @@
 //!
 //! Job sets are drawn from workload classes by [`workload::draw`].
 
+pub mod budget;
 pub mod error;
 pub mod event;
 pub mod metrics;

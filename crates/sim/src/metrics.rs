@@ -132,6 +132,9 @@ pub struct SimResult {
     /// waiting job fitted it (the liveness rule, [`dqngpu_model::liveness_start`]).
     #[serde(default)]
     pub liveness_starts: u64,
+    /// Groups the slowdown budget kept from starting ([`SimConfig::max_slowdown`](crate::SimConfig)).
+    #[serde(default)]
+    pub budget_refusals: u64,
     /// Per-job outcomes, in job-set order.
     pub jobs: Vec<JobRecord>,
     /// The event log (empty unless recording was asked for).

@@ -25,6 +25,7 @@ use dqngpu_model::{
     Location, ModelError, Placement, QueuedJob, Resources, RunningJob,
 };
 
+use crate::budget::within_budget;
 use crate::error::SimError;
 use crate::event::{JobMemory, SimEvent};
 use crate::metrics::{
@@ -66,6 +67,10 @@ pub struct SimConfig {
     /// A job killed out of memory more than this many times stops the simulation with
     /// [`SimError::TooManyRestarts`] (a policy that keeps placing it where it cannot fit).
     pub max_restarts: u32,
+    /// Slowdown budget for every policy, a fraction (0.10: no job more than 10% slower than
+    /// alone): a group predicted by the interference model to push any job on its GPU past it
+    /// is not started ([`crate::budget`]). `None`: no budget.
+    pub max_slowdown: Option<f64>,
 }
 
 impl SimConfig {
@@ -88,6 +93,7 @@ impl Default for SimConfig {
             record_events: false,
             record_usage: false,
             max_restarts: 100,
+            max_slowdown: None,
         }
     }
 }
@@ -166,6 +172,7 @@ pub struct Simulator {
     job_steps: u64,
     decisions: u64,
     liveness_starts: u64,
+    budget_refusals: u64,
     fault: Option<SimError>,
     events: Vec<SimEvent>,
     usage: Option<UsageTrace>,
@@ -233,6 +240,7 @@ impl Simulator {
             job_steps: 0,
             decisions: 0,
             liveness_starts: 0,
+            budget_refusals: 0,
             fault: None,
             events: Vec::new(),
             usage: config.record_usage.then(UsageTrace::default),
@@ -288,6 +296,26 @@ impl Simulator {
         self.decision_pending = false;
         self.capacity_freed = false;
         self.next_tick_s = self.now_s + self.config.decision_tick_s;
+        // The slowdown budget, for every policy: groups predicted to slow a job past it wait.
+        let budgeted;
+        let decision = match self.config.max_slowdown {
+            Some(b) => {
+                let view = self.view();
+                let (kept, refused) = within_budget(
+                    view.now_s,
+                    view.gpus,
+                    view.queue,
+                    decision,
+                    &*self.interference,
+                    b,
+                    self.config.step_s,
+                );
+                self.budget_refusals += refused as u64;
+                budgeted = kept;
+                &budgeted[..]
+            }
+            None => decision,
+        };
         // Liveness: a policy that holds while a GPU is idle and a waiting job fits it gets one
         // job started for it (counted, and logged as a `liveness` event).
         let rescue = liveness_start(&self.view(), decision);
@@ -750,6 +778,7 @@ impl Simulator {
             job_steps: self.job_steps,
             decisions: self.decisions,
             liveness_starts: self.liveness_starts,
+            budget_refusals: self.budget_refusals,
             jobs: records,
             events: self.events,
             usage: self.usage,

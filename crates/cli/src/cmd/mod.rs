@@ -47,6 +47,20 @@ fn is_usage(e: &(dyn std::error::Error + 'static)) -> bool {
     }
 }
 
+/// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.
+pub fn parse_max_slowdown(s: &str) -> anyhow::Result<Option<f64>> {
+    match s.trim() {
+        "off" => Ok(None),
+        pct => {
+            let v: f64 =
+                pct.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0).ok_or_else(|| {
+                    anyhow::anyhow!("--max-slowdown: expected a percentage >= 0 or `off`, got `{pct}`")
+                })?;
+            Ok(Some(v / 100.0))
+        }
+    }
+}
+
 /// Output format shared by the commands that print results.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {

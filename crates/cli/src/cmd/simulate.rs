@@ -66,6 +66,10 @@ pub struct Args {
     /// demand-drop (a running job's demand dropped) or always.
     #[arg(long, value_enum, default_value_t = Trigger::PeakDrop)]
     pub tick_trigger: Trigger,
+    /// Slowdown budget for every scheduler, percent, or `off`: a group of jobs predicted by
+    /// the interference model to slow any job on its GPU by more than this is not started.
+    #[arg(long, default_value = "off")]
+    pub max_slowdown: String,
 }
 
 /// `--tick-trigger` values.
@@ -187,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         decision_tick_s: args.decision_tick_s,
         tick_trigger: args.tick_trigger.into(),
         record_events: args.events.is_some(),
+        max_slowdown: super::parse_max_slowdown(&args.max_slowdown)?,
         ..SimConfig::default()
     };
     let mut reports = Vec::with_capacity(policies.len());

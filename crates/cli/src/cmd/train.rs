@@ -107,16 +107,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&a.interference)?);
     let defaults = GpuEncoding::new(agent);
-    let guard = match a.max_slowdown.as_deref().map(str::trim) {
+    let guard = match a.max_slowdown.as_deref() {
         None => defaults.guard,
-        Some("off") => None,
-        Some(pct) => {
-            let v: f64 = pct
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .with_context(|| format!("--max-slowdown: expected a percentage >= 0 or `off`, got `{pct}`"))?;
-            Some(gpu::SlowdownGuard { max_slowdown: v / 100.0, ..Default::default() })
+        Some(s) => {
+            super::parse_max_slowdown(s)?.map(|max_slowdown| gpu::SlowdownGuard { max_slowdown, ..Default::default() })
         }
     };
     let enc = GpuEncoding {

@@ -6,16 +6,14 @@
 //! Why: the thesis's agent weighs only the makespan, so it learns to pack jobs that slow each
 //! other down a lot; operators want co-location that does not slow jobs ("without slowing
 //! any job much"). The prediction is a small simulation of the jobs on this GPU alone, with
-//! the simulator's own stepping rule ([`dqngpu_sim::step::LoneGpu`]). Because interference stretches jobs
+//! the simulator's own stepping rule (the slowdown budget's [`dqngpu_sim::budget::predict`]). Because interference stretches jobs
 //! differently, memory phases drift apart from the rate-1 alignment the images assume; the
 //! prediction follows that drift, which is what the row-by-row memory check cannot do.
 //! Jobs placed later on the same GPU are checked again then, against what the residents have
 //! already lost, so the bound holds for every job unless the model is wrong.
 
 use dqngpu_interference::{Contention, ContentionParams};
-use dqngpu_model::{AppProfile, GpuSpec};
-use dqngpu_sim::step::{LoneGpu, LoneJob};
-use dqngpu_sim::RATE_FLOOR;
+use dqngpu_model::GpuSpec;
 use serde::{Deserialize, Serialize};
 
 /// The guard's settings.
@@ -43,30 +41,10 @@ impl Default for SlowdownGuard {
     }
 }
 
-/// A job as the guard sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct GuardJob<'a> {
-    /// App name (for the interference model).
-    pub app: &'a str,
-    /// Its profile.
-    pub profile: &'a AppProfile,
-    /// Progress, s of solo time.
-    pub progress_s: f64,
-    /// Wall time already lost to sharing on this run, s.
-    pub lost_s: f64,
-}
+/// A job as the guard sees it (the budget's own type: one prediction for both).
+pub type GuardJob<'a> = dqngpu_sim::budget::BudgetJob<'a>;
 
-/// What the guard predicts for a set of jobs on one GPU.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prediction {
-    /// The largest predicted execution slowdown over the jobs, as a fraction (0.05 = 5%).
-    /// When the prediction stopped early (a job past the limit, memory over), at least that.
-    pub worst_slowdown: f64,
-    /// Memory would exceed the card at some moment.
-    pub memory_over: bool,
-    /// Every job stays within the limit and memory fits.
-    pub admitted: bool,
-}
+pub use dqngpu_sim::budget::Prediction;
 
 impl SlowdownGuard {
     /// Checks the settings.
@@ -87,51 +65,16 @@ impl SlowdownGuard {
     }
 
     /// Predicts `jobs` running together on `gpu` until all finish (stopping early once the
-    /// answer is no). It steps as the simulator does: the demands at a step's start hold for
-    /// the whole step of `step_s` wall seconds, which ends early when a job finishes.
+    /// answer is no), with [`dqngpu_sim::budget::predict`] under this guard's contention model.
     pub fn predict(&self, gpu: &GpuSpec, jobs: &[GuardJob<'_>]) -> Prediction {
-        let model = Contention::new(self.model);
-        let mut lost: Vec<f64> = jobs.iter().map(|j| j.lost_s.max(0.0)).collect();
-        let mut worst: f64 = 0.0;
-        for (j, l) in jobs.iter().zip(&lost) {
-            worst = worst.max(l / j.profile.solo_s());
-        }
-        let refuse = |worst: f64, memory_over: bool| Prediction { worst_slowdown: worst, memory_over, admitted: false };
-        let lone = jobs
-            .iter()
-            .map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s.max(0.0), rate: None })
-            .collect();
-        let mut on_gpu = LoneGpu::new(gpu, &model, lone);
-        // Rates never fall below RATE_FLOOR, so every job finishes within this many steps.
-        let longest = jobs.iter().map(|j| j.profile.solo_s()).fold(0.0, f64::max);
-        let max_steps = (longest / RATE_FLOOR / self.step_s).ceil() as usize + jobs.len() + 1;
-        for _ in 0..max_steps {
-            if on_gpu.all_done() {
-                return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
-            }
-            if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
-                return refuse(worst, true);
-            }
-            let dt = on_gpu.step(self.step_s);
-            for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
-                let Some(rate) = lone.rate else { continue };
-                let solo = j.profile.solo_s();
-                *l += dt * (1.0 - rate);
-                worst = worst.max(*l / solo);
-                if *l > self.max_slowdown * solo + 1e-9 {
-                    return refuse(worst, false);
-                }
-            }
-        }
-        // Unreachable (rates are at least RATE_FLOOR); stay safe.
-        refuse(worst, false)
+        dqngpu_sim::budget::predict(gpu, &Contention::new(self.model), jobs, self.max_slowdown, 0.0, self.step_s)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dqngpu_model::{AppInfo, Resources};
+    use dqngpu_model::{AppInfo, AppProfile, Resources};
 
     fn gpu() -> GpuSpec {
         dqngpu_model::gpu::lookup("titanxp").unwrap_or_else(|e| panic!("{e}"))
