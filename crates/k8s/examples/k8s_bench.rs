@@ -88,7 +88,8 @@ fn main() {
     let url = api.start().expect("stand-in");
     let client = ApiClient::new(ApiConfig { server: url, token: Token::None, tls: None });
     let lib = dqngpu_model::library::resolve("thesis").expect("thesis library");
-    let policy = Arc::from(dqngpu_policy::by_name("tetris", 0).expect("tetris"));
+    let policy_name = std::env::var("K8S_BENCH_POLICY").unwrap_or_else(|_| "greedy".into());
+    let policy = Arc::from(dqngpu_policy::by_name(&policy_name, 0).expect("policy"));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let state: AppState =
         rt.block_on(async { dqngpu_k8s::start(client, StateConfig::default(), Profiles::new(&[lib]), policy) });

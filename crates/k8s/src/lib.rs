@@ -12,7 +12,7 @@
 //! use std::sync::Arc;
 //! use dqngpu_k8s::{decide::Engine, state::{Cluster, Profiles, StateConfig}};
 //! let cluster = Arc::new(Cluster::new(StateConfig::default(), Arc::new(Profiles::default())));
-//! let engine = Engine::new(cluster, Arc::from(dqngpu_policy::by_name("tetris", 0).unwrap()));
+//! let engine = Engine::new(cluster, Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap()));
 //! let pod = dqngpu_k8s::wire::PodInfo::default();
 //! // A pod that asks for no shared GPU passes every node.
 //! let out = engine.filter(&pod, &["n1".to_string()]).unwrap();

@@ -69,7 +69,7 @@ impl World {
             pr.library.insert(p.app.name.clone(), p.clone());
         }
         let cluster = Arc::new(Cluster::new(StateConfig { refresh_s: 0.0, ..Default::default() }, Arc::new(pr)));
-        let policy = Arc::from(dqngpu_policy::by_name("tetris", 0).unwrap());
+        let policy = Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap());
         let engine = Arc::new(Engine::new(cluster, policy));
         dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
         let w = World { api, binder: Arc::new(Binder { engine: engine.clone(), client }), engine };

@@ -48,9 +48,10 @@ struct ExtenderArgs {
     /// Route prefix, e.g. `/gpushare-scheduler` (routes are PREFIX/filter, /prioritize, /bind).
     #[arg(long, default_value = "")]
     url_prefix: String,
-    /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, random) or an RL agent with
-    /// --model.
-    #[arg(long, default_value = "tetris")]
+    /// Placement policy: any heuristic (`dqngpu simulate --help` lists them) or an RL agent
+    /// with --model. Default `greedy`: it chooses by predicted interference where memory does
+    /// not decide, and keeps filter+prioritize within 10 ms at 1,000 nodes (docs/BENCHMARKS.md).
+    #[arg(long, default_value = "greedy")]
     scheduler: String,
     /// Checkpoint of a trained RL agent.
     #[arg(long)]
