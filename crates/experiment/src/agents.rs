@@ -36,7 +36,7 @@ fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
         hidden: t.hidden.clone(),
         max_steps: 5000,
         seed: t.seed,
-        objective: dqngpu_rl::reinforce::Objective::default(),
+        objective: t.objective,
     }
 }
 
