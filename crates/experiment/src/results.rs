@@ -86,6 +86,12 @@ pub struct RunRecord {
     pub avg_gpu_util_pct: f64,
     /// Average GPU memory utilisation over the GPUs and [0, makespan], %.
     pub avg_gpu_mem_util_pct: f64,
+    /// Mean job completion time, s (the simulator's [`dqngpu_sim::SimResult::mean_jct_s`]).
+    #[serde(default)]
+    pub mean_jct_s: f64,
+    /// Share of jobs slowed by more than 10%, % (the simulator's `slowed_over_10_pct`).
+    #[serde(default)]
+    pub slowed_over_10_pct: f64,
     /// OOM kills.
     pub oom_kills: u32,
     /// Slowdown buckets.
@@ -95,26 +101,6 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// Mean job completion time (finish - submit) over the finished jobs, s (0 with none).
-    pub fn mean_jct_s(&self) -> f64 {
-        let jcts: Vec<f64> = self.jobs.iter().filter_map(|j| j.finish_s.map(|f| f - j.submit_s)).collect();
-        if jcts.is_empty() {
-            0.0
-        } else {
-            mean(&jcts)
-        }
-    }
-
-    /// Share of the finished jobs whose execution slowdown exceeds 1.10, % (0 with none).
-    pub fn slowed_over_10_pct(&self) -> f64 {
-        let s: Vec<f64> = self.jobs.iter().filter_map(|j| j.exec_slowdown).collect();
-        if s.is_empty() {
-            0.0
-        } else {
-            100.0 * s.iter().filter(|&&x| x > 1.10).count() as f64 / s.len() as f64
-        }
-    }
-
     /// Makespan / util bound (below 1 when sharing overlaps kernels; see docs/SIMULATOR.md).
     pub fn ratio_to_lower_bound(&self) -> f64 {
         if self.lower_bound_s > 0.0 {
@@ -365,7 +351,7 @@ pub fn summarise(
             let mk = col(&|r| r.makespan_s);
             let util = col(&|r| r.avg_gpu_util_pct);
             let mem = col(&|r| r.avg_gpu_mem_util_pct);
-            let jct = col(&RunRecord::mean_jct_s);
+            let jct = col(&|r| r.mean_jct_s);
             rows.push(SummaryRow {
                 workload: c.clone(),
                 scheduler: s.clone(),
@@ -383,7 +369,7 @@ pub fn summarise(
                 train_s: train_s_of(training, s),
                 mean_jct_s_mean: mean(&jct),
                 mean_jct_s_ci95: ci95(&jct),
-                slowed_over_10_pct_mean: mean(&col(&RunRecord::slowed_over_10_pct)),
+                slowed_over_10_pct_mean: mean(&col(&|r| r.slowed_over_10_pct)),
             });
         }
     }
@@ -533,6 +519,9 @@ pub(crate) mod tests {
             lower_bound_s: makespan_s / 2.0,
             avg_gpu_util_pct: util,
             avg_gpu_mem_util_pct: util / 2.0,
+            // As the simulator computes them from these jobs (all submitted at 0).
+            mean_jct_s: 100.0 * slow.iter().sum::<f64>() / slow.len() as f64,
+            slowed_over_10_pct: 100.0 * slow.iter().filter(|&&s| s > 1.10).count() as f64 / slow.len() as f64,
             oom_kills: seed as u32 % 2,
             slowdown_buckets: SlowdownBuckets::of(slow.iter().copied()),
             jobs,

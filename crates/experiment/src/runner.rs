@@ -107,6 +107,8 @@ pub fn record(class: WorkloadClass, seed: u64, scheduler: &str, r: &SimResult) -
         lower_bound_s: r.lower_bound_s,
         avg_gpu_util_pct: r.avg_gpu_util_pct,
         avg_gpu_mem_util_pct: r.avg_gpu_mem_util_pct,
+        mean_jct_s: r.mean_jct_s,
+        slowed_over_10_pct: r.slowed_over_10_pct,
         oom_kills: u32::try_from(r.oom_kills).unwrap_or(u32::MAX),
         slowdown_buckets: SlowdownBuckets {
             none: r.slowdown_buckets.none as u32,
