@@ -63,24 +63,19 @@ const ALIASES: &[(&str, &str)] =
 
 /// Every catalogue entry.
 pub fn catalogue() -> Vec<GpuSpec> {
-    CATALOGUE
-        .iter()
-        .map(|&(key, name, arch, mem, cores, pcie)| GpuSpec {
-            key: key.into(),
-            name: name.into(),
-            architecture: arch.into(),
-            memory_mib: mem,
-            cores,
-            pcie_gbps: pcie,
-        })
-        .collect()
+    CATALOGUE.iter().map(spec_of).collect()
+}
+
+fn spec_of(&(key, name, arch, mem, cores, pcie): &(&str, &str, &str, f64, u32, f64)) -> GpuSpec {
+    GpuSpec { key: key.into(), name: name.into(), architecture: arch.into(), memory_mib: mem, cores, pcie_gbps: pcie }
 }
 
 /// Looks a model up by key or alias (case-insensitive); an unknown name lists the valid ones.
 pub fn lookup(name: &str) -> Result<GpuSpec> {
     let lower = name.trim().to_ascii_lowercase();
     let key = ALIASES.iter().find(|(a, _)| *a == lower).map(|(_, k)| *k).unwrap_or(&lower);
-    catalogue().into_iter().find(|g| g.key == key).ok_or_else(|| ModelError::UnknownName {
+    // Builds only the spec asked for: lookups sit on hot paths (the k8s extender's node views).
+    CATALOGUE.iter().find(|c| c.0 == key).map(spec_of).ok_or_else(|| ModelError::UnknownName {
         what: "GPU model",
         name: name.to_string(),
         valid: CATALOGUE.iter().map(|c| c.0.to_string()).collect(),
