@@ -19,29 +19,9 @@ pub fn score(cx: &mut Ctx<'_>, n: usize, pod: &Pod) -> (i64, Option<usize>) {
     let cpu_after = st.cpu_left - pod.cpu_nonzero;
     if pod.is_share() {
         let mut left = st.gpu_left.clone();
-        let mut best: Option<(i64, usize)> = None;
-        // Equal milli left give equal scores: remember each value's score.
-        let mut seen: Vec<(i32, i64)> = Vec::with_capacity(4);
-        for j in 0..left.len() {
-            let g = left[j];
-            if g < pod.milli {
-                continue;
-            }
-            let s = match seen.iter().find(|(v, _)| *v == g) {
-                Some(&(_, s)) => s,
-                None => {
-                    left[j] = g - pod.milli;
-                    let after = cx.frag.node_frag(spec.model, cpu_after, &left);
-                    left[j] = g;
-                    let s = fgd_score(before, after);
-                    seen.push((g, s));
-                    s
-                }
-            };
-            if best.is_none_or(|(b, _)| s > b) {
-                best = Some((s, j));
-            }
-        }
+        let best = super::best_share_gpu(&mut left, pod.milli, |left, _| {
+            fgd_score(before, cx.frag.node_frag(spec.model, cpu_after, left))
+        });
         match best {
             Some((s, j)) => (s, Some(j)),
             None => (0, None),

@@ -87,28 +87,7 @@ impl Learned {
             ]
         };
         if pod.is_share() {
-            let mut best: Option<(f64, usize)> = None;
-            let mut seen: Vec<(i32, f64)> = Vec::with_capacity(4);
-            for j in 0..left.len() {
-                let g = left[j];
-                if g < pod.milli {
-                    continue;
-                }
-                let s = match seen.iter().find(|(v, _)| *v == g) {
-                    Some(&(_, s)) => s,
-                    None => {
-                        left[j] = g - pod.milli;
-                        let f = feat(&left, Some(j), cx.frag);
-                        left[j] = g;
-                        let s = self.score(&f);
-                        seen.push((g, s));
-                        s
-                    }
-                };
-                if best.is_none_or(|(b, _)| s > b) {
-                    best = Some((s, j));
-                }
-            }
+            let best = super::best_share_gpu(&mut left, pod.milli, |left, j| self.score(&feat(left, Some(j), cx.frag)));
             best.map(|(s, j)| (s, Some(j))).unwrap_or((f64::NEG_INFINITY, None))
         } else {
             let mut want = pod.num_gpu as usize;

@@ -94,6 +94,38 @@ pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
 }
 
 /// The feasible node with the highest score, the lowest rank among equals (`selectHost`).
+/// The GPU a sharing pod would take on a node whose GPUs have `left` milli free: each GPU with
+/// room is scored with the pod on it (`score(left with the pod placed, gpu)`), GPUs with equal
+/// milli left are scored once (they score alike), and the first best wins. `None`: no room.
+pub(crate) fn best_share_gpu<S: Copy + PartialOrd>(
+    left: &mut [i32],
+    milli: i32,
+    mut score: impl FnMut(&[i32], usize) -> S,
+) -> Option<(S, usize)> {
+    let mut best: Option<(S, usize)> = None;
+    let mut seen: Vec<(i32, S)> = Vec::with_capacity(4);
+    for j in 0..left.len() {
+        let g = left[j];
+        if g < milli {
+            continue;
+        }
+        let s = match seen.iter().find(|(v, _)| *v == g) {
+            Some(&(_, s)) => s,
+            None => {
+                left[j] = g - milli;
+                let s = score(left, j);
+                left[j] = g;
+                seen.push((g, s));
+                s
+            }
+        };
+        if best.is_none_or(|(b, _)| s > b) {
+            best = Some((s, j));
+        }
+    }
+    best
+}
+
 pub(crate) fn select(cluster: &Cluster, feasible: &[usize], scores: &[i64]) -> usize {
     let mut best = feasible[0];
     let mut best_score = scores[0];
