@@ -558,11 +558,7 @@ impl Cluster {
                     .as_deref()
                     .and_then(|a| self.profiles.library.get(a).cloned())
                     .unwrap_or_else(|| declared_profile(r.app.as_deref().unwrap_or(""), r.mem_mib, r.cores));
-                // A pod still running past its profile's length has not finished: take it to
-                // repeat its profile (training jobs repeat epochs) rather than to demand nothing.
-                let solo = profile.solo_s();
-                let elapsed = (now - r.start_s).max(0.0);
-                let progress = if solo > 0.0 && elapsed >= solo { elapsed % solo } else { elapsed.min(solo) };
+                let progress = profile.progress_after(now - r.start_s);
                 let peak = profile.peak_from(profile.sample_index(progress)).gpu_mem_mib;
                 mem += r.mem_mib.max(peak);
                 cores += r.cores;

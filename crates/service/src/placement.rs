@@ -375,7 +375,7 @@ impl Placer {
                     .filter(|(_, r)| r.gpu == g)
                     .filter_map(|(id, r)| {
                         let p = r.profile.clone()?;
-                        let progress = (now - r.started_unix).clamp(0.0, p.solo_s());
+                        let progress = p.progress_after(now - r.started_unix);
                         Some(RunningJob {
                             id: *id,
                             profile: p,
