@@ -133,14 +133,16 @@ impl AppProfile {
     }
 
     /// Progress of a job still running `elapsed_s` after it started, as a live placer estimates
-    /// it (rate 1): a job still running past its profile's length has not finished, so it is
-    /// taken to repeat its profile (training jobs repeat epochs) rather than to demand nothing.
+    /// it (rate 1). A job still running past its profile's length has not finished: it is taken
+    /// to start its profile again (training jobs repeat epochs), so a placer looking ahead sees
+    /// it demand a whole profile more rather than nothing; where in a repetition it is cannot be
+    /// known, and guessing it from the wall clock made placements depend on the time of day.
     pub fn progress_after(&self, elapsed_s: f64) -> f64 {
-        let (solo, e) = (self.solo_s(), elapsed_s.max(0.0));
-        if solo > 0.0 && e >= solo {
-            e % solo
+        let e = elapsed_s.max(0.0);
+        if e >= self.solo_s() {
+            0.0
         } else {
-            e.min(solo)
+            e
         }
     }
 
@@ -282,8 +284,8 @@ mod tests {
         assert_eq!(p.peak_from(2), s(20.0, 300.0));
         assert_eq!(p.peak_from(3), Resources::ZERO);
         assert_eq!(p.summary().peak, p.peak_from(0));
-        // Live progress: clamped below, wrapped past the end (a running job demands again).
-        assert_eq!((p.progress_after(-1.0), p.progress_after(2.5), p.progress_after(4.0)), (0.0, 2.5, 1.0));
+        // Live progress: clamped below; past the end a running job starts its profile again.
+        assert_eq!((p.progress_after(-1.0), p.progress_after(2.5), p.progress_after(4.0)), (0.0, 2.5, 0.0));
         // A constant copy gets its own table, not the original's.
         let c = p.constant(s(1.0, 1.0));
         assert_eq!(c.peak_from(0), s(1.0, 1.0));
