@@ -395,4 +395,21 @@ mod tests {
         // The built-in defaults are this fit (rounded).
         assert!((r.default_params_mape_pct - r.contention_mape_pct).abs() < 0.05, "{r:?}");
     }
+
+    /// The H100 parameters are the fit to the pairs measured there (files in the repository),
+    /// and on those pairs they beat both the Lucid-fitted defaults and fair share, held out too.
+    #[test]
+    fn h100_parameters_are_the_fit_to_the_h100_pairs() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/gpu-pairs-h100");
+        let r = calibrate(Some(&dir.join("colocate_pairs.csv")), Some(&dir.join("solo_profiles.csv"))).unwrap();
+        assert_eq!(r.pairs, 21);
+        let h = ContentionParams::H100_TIMESLICED;
+        assert!((r.params.overhead - h.overhead).abs() < 5e-4, "{r:?}");
+        assert!((r.params.oversubscription - h.oversubscription).abs() < 5e-4, "{r:?}");
+        assert!(r.contention_mape_pct < r.fair_share_mape_pct, "{r:?}");
+        assert!(r.contention_mape_pct < r.default_params_mape_pct, "{r:?}");
+        for cv in &r.cross_validation {
+            assert!(cv.test_mape_pct < cv.test_fair_share_mape_pct, "{cv:?}");
+        }
+    }
 }

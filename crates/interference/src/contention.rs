@@ -34,6 +34,12 @@ pub struct ContentionParams {
 impl ContentionParams {
     /// The fit to all 1,091 Lucid pairs (`dqngpu calibrate`, see docs/INTERFERENCE.md).
     pub const FITTED: ContentionParams = ContentionParams { overhead: 0.1841, oversubscription: 0.3595 };
+
+    /// The fit to the 21 PyTorch pairs measured on one H100 80GB with the driver's default
+    /// time-slicing (no MPS), `data/gpu-pairs-h100/` (`dqngpu calibrate --pairs
+    /// data/gpu-pairs-h100/colocate_pairs.csv --solo data/gpu-pairs-h100/solo_profiles.csv`).
+    /// Time-slicing costs far more than the Lucid card's sharing: 1.26 vs 0.18.
+    pub const H100_TIMESLICED: ContentionParams = ContentionParams { overhead: 1.2621, oversubscription: 0.0 };
 }
 
 impl Default for ContentionParams {
@@ -58,7 +64,11 @@ impl Contention {
 
 impl Interference for Contention {
     fn name(&self) -> &str {
-        "contention"
+        if self.params == ContentionParams::H100_TIMESLICED {
+            "contention-h100"
+        } else {
+            "contention"
+        }
     }
 
     #[inline]

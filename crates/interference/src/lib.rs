@@ -3,6 +3,8 @@
 //! - [`Contention`] (`contention`, the default): over-subscribed GPU compute, SM or PCIe slows
 //!   every job on the card, plus a co-location overhead; parameters fitted to the Lucid pairs by
 //!   [`calibrate`] (the fitted values are the built-in defaults).
+//! - `contention-h100`: the same model with the parameters fitted to PyTorch pairs measured on
+//!   an H100 under time-slicing ([`ContentionParams::H100_TIMESLICED`], data/gpu-pairs-h100/).
 //! - [`Measured`] (`measured`): the measured speed of a pair found in the Lucid pairs table,
 //!   `contention` elsewhere.
 //! - [`NoInterference`] (`none`): every job runs as fast as alone.
@@ -41,7 +43,7 @@ pub trait Interference: Send + Sync {
 }
 
 /// The model names [`by_name`] accepts; the first is the default.
-pub const MODEL_NAMES: [&str; 3] = ["contention", "measured", "none"];
+pub const MODEL_NAMES: [&str; 4] = ["contention", "contention-h100", "measured", "none"];
 
 /// The default model's name.
 pub const DEFAULT_MODEL: &str = MODEL_NAMES[0];
@@ -52,6 +54,7 @@ pub const DEFAULT_MODEL: &str = MODEL_NAMES[0];
 pub fn by_name(name: &str) -> Result<Box<dyn Interference>, ModelError> {
     match name {
         "contention" => Ok(Box::new(Contention::default())),
+        "contention-h100" => Ok(Box::new(Contention::new(ContentionParams::H100_TIMESLICED))),
         "none" => Ok(Box::new(NoInterference)),
         "measured" => Ok(Box::new(Measured::builtin()?)),
         other => Err(ModelError::UnknownName {

@@ -158,7 +158,8 @@ fn infer_interval(times: &[f64], lines: &[u64], path: Option<&Path>) -> Result<f
 pub fn to_csv(p: &AppProfile) -> String {
     let mut out = String::from("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n");
     for (i, s) in p.samples.iter().enumerate() {
-        let t = i as f64 * p.interval_s;
+        // Whole microseconds: `3 * 0.2` would print as 0.6000000000000001.
+        let t = (i as f64 * p.interval_s * 1e6).round() / 1e6;
         out.push_str(&format!(
             "{},{},{},{},{}\n",
             fmt_num(t),
@@ -172,7 +173,10 @@ pub fn to_csv(p: &AppProfile) -> String {
 }
 
 fn fmt_num(v: f64) -> String {
-    // Shortest round-trip form keeps files small and exact.
+    // Shortest round-trip form keeps files small and exact; -0 (an empty float sum) is 0.
+    if v == 0.0 {
+        return "0".to_string();
+    }
     format!("{v}")
 }
 
@@ -252,6 +256,17 @@ mod tests {
 
     fn info() -> AppInfo {
         AppInfo { name: "x".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn csv_times_are_whole_microseconds_and_zero_has_no_sign() {
+        let text = "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,0,0,0,0\n0.2,1,1,1,1\n0.4,1,1,1,1\n0.6,1,1,1,1\n";
+        let mut p = parse_csv(text, None, info()).unwrap();
+        p.samples[0].sm_pct = -0.0;
+        let out = to_csv(&p);
+        assert!(out.contains("\n0.6,1,1,1,1\n"), "{out}");
+        assert!(out.contains("\n0,0,0,0,0\n"), "{out}");
+        assert!(!out.contains("-0"), "{out}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct Args {
     /// The cluster as a TOML file.
     #[arg(long)]
     pub cluster: Option<PathBuf>,
-    /// Interference model: contention, measured or none.
+    /// Interference model: contention, contention-h100 (fitted on an H100, time-sliced), measured or none.
     #[arg(long, default_value = "contention")]
     pub interference: String,
     /// App library.

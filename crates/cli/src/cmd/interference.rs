@@ -34,7 +34,7 @@ pub struct PredictArgs {
     /// Output file (default: standard output).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Interference model: contention, measured (from the same pairs file) or none.
+    /// Interference model: contention, contention-h100, measured (from the same pairs file) or none.
     #[arg(long, default_value = dqngpu_interference::DEFAULT_MODEL)]
     pub model: String,
 }

@@ -44,7 +44,7 @@ pub struct Args {
     /// The cluster as a TOML file (see `ClusterSpec::from_toml`).
     #[arg(long)]
     pub cluster: Option<PathBuf>,
-    /// Interference model: contention, measured or none.
+    /// Interference model: contention, contention-h100 (fitted on an H100, time-sliced), measured or none.
     #[arg(long, default_value = "contention")]
     pub interference: String,
     /// App library: thesis, lucid, or a directory of profiles (default: the job file's, else thesis).

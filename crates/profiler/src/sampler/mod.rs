@@ -240,7 +240,8 @@ fn tree_sm(samples: &[ProcessSm], tree: &BTreeSet<u32>) -> f64 {
         e.0 += s.sm_pct;
         e.1 += 1;
     }
-    per_pid.values().map(|(sum, k)| sum / f64::from(*k)).sum::<f64>().min(100.0)
+    // fold from +0: an empty f64 sum is -0, which the profile CSV would print as "-0".
+    per_pid.values().map(|(sum, k)| sum / f64::from(*k)).fold(0.0, |a, b| a + b).min(100.0)
 }
 
 /// The longest sampling interval [`run_command`] accepts.
@@ -332,6 +333,15 @@ mod tests {
 
     fn tick(tick: u64, reading: GpuReading, tree: &[u32]) -> TickReading {
         TickReading { tick, reading, tree: tree.iter().copied().collect() }
+    }
+
+    #[test]
+    fn no_sm_sample_of_the_tree_is_plus_zero() {
+        // NVML gave samples only for another process: the tree's SM is 0, not -0.
+        let other = [ProcessSm { pid: 99, sm_pct: 40.0 }];
+        let tree: BTreeSet<u32> = [10].into_iter().collect();
+        let sm = tree_sm(&other, &tree);
+        assert!(sm == 0.0 && sm.is_sign_positive(), "{sm}");
     }
 
     #[test]
