@@ -72,3 +72,44 @@ fn pods_no_node_can_hold_are_warned_about_and_failed() {
     assert_eq!(v["pods_failed"], 2);
     assert_eq!(v["pods_placed"], 1);
 }
+
+#[test]
+fn timed_replay_and_comparison_report_waits() {
+    let d = test_dir("timed");
+    let n = d.join("nodes.csv");
+    let p = d.join("pods.csv");
+    std::fs::write(&n, "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,1,T4\n").unwrap();
+    std::fs::write(
+        &p,
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+         p0,1000,1024,1,1000,,LS,Running,0,100,0\np1,1000,1024,1,1000,,LS,Running,10,50,10\n",
+    )
+    .unwrap();
+    let o = replay(&n, &p, &["--timed", "--load", "trace", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["max_wait_s"], 90.0);
+    assert_eq!(v["pods_waited"], 1);
+    let out = d.join("cmp");
+    let o = Command::new(BIN)
+        .args(["trace", "timed", "--nodes"])
+        .arg(&n)
+        .arg("--pods")
+        .arg(&p)
+        .args(["--load", "1.5", "--seeds", "2", "--policies", "fgd,bestfit", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("FGD") && text.contains("BestFit") && text.contains("peak GPU demand 200.0%"), "{text}");
+    for f in ["summary.csv", "curves.csv", "results.json", "allocation_over_time.svg", "allocation_over_time.png"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 3, "{summary}");
+    // A bad load is a usage error naming the value.
+    let o = replay(&n, &p, &["--timed", "--load", "-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`-1`"));
+}

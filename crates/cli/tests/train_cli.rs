@@ -118,3 +118,25 @@ fn zero_iterations_write_an_untrained_model_that_simulate_runs() {
     assert!(r["mean_jct_s"].as_f64().unwrap() > 0.0, "{}", r["mean_jct_s"]);
     assert!(r["liveness_starts"].as_u64().is_some());
 }
+
+/// A model path that cannot be saved is refused before any training: the paper's DeepRM
+/// recipe runs 29 minutes, and used to fail only when saving at the end.
+#[test]
+fn an_unsavable_model_path_is_refused_before_training() {
+    let d = test_dir("path");
+    let blocker = d.join("file");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let cases: [(Vec<&str>, PathBuf, &str); 3] = [
+        (vec!["deeprm", "train"], d.join("m.json"), "must not end in .json"),
+        (vec!["train", "--iterations", "1000000"], d.join("m.json"), "must not end in .json"),
+        (vec!["deeprm", "train"], blocker.join("m.safetensors"), "file"),
+    ];
+    for (args, path, says) in cases {
+        // Were the path checked only when saving, these runs would train first (a million
+        // iterations; DeepRM's 29-minute recipe) and this test would not finish.
+        let o = Command::new(BIN).args(&args).arg("-o").arg(&path).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} {}", path.display());
+        assert!(err.contains("--output") && err.contains(says), "{args:?}: {err}");
+    }
+}

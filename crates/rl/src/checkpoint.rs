@@ -87,15 +87,35 @@ pub fn meta_path(weights: &Path) -> PathBuf {
     weights.with_extension("json")
 }
 
-/// Writes the weights to `path` and the metadata beside them.
-pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
-    let meta_file = meta_path(path);
-    if meta_file == path {
+/// Checks, before any training, that [`save`] will be able to write `path`: it does not end in
+/// `.json` and its folder exists or can be made and takes a file. A half-hour run must not end
+/// in "cannot save".
+pub fn check_path(path: &Path) -> Result<(), RlError> {
+    if meta_path(path) == path {
         return Err(RlError::Config {
             field: "model path",
-            message: format!("{}: the weights file must not end in .json (its metadata goes there)", path.display()),
+            message: format!(
+                "{}: the weights file must not end in .json (its metadata goes there); try {}",
+                path.display(),
+                path.with_extension("safetensors").display()
+            ),
         });
     }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|source| RlError::Io { path: dir.clone(), source })?;
+    let probe = dir.join(format!(".dqngpu-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|source| RlError::Io { path: probe.clone(), source })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Writes the weights to `path` and the metadata beside them.
+pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
+    check_path(path)?;
+    let meta_file = meta_path(path);
     net.save(path)?;
     let text = serde_json::to_string_pretty(meta)
         .map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;

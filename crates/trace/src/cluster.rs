@@ -256,6 +256,28 @@ impl Cluster {
             }
         }
     }
+
+    /// Undoes [`Cluster::apply`]: `pod` leaves node `i`, giving back `gpus` (the timed replay).
+    pub fn release(&mut self, i: usize, pod: &Pod, gpus: &GpuPick) {
+        let st = &mut self.state[i];
+        st.cpu_left += pod.cpu;
+        st.mem_left += pod.mem;
+        st.pods = st.pods.saturating_sub(1);
+        if let GpuPick::Gpus(ids) = gpus {
+            for &j in ids {
+                st.gpu_left[j] += pod.milli;
+            }
+        }
+        if let Some(tag) = pod.affinity() {
+            if let Some(k) = st.affinity.iter().position(|(t, _)| *t == tag) {
+                st.affinity[k].1 -= 1;
+                // A tag with no pods left is no affinity at all (as on a fresh node).
+                if st.affinity[k].1 == 0 {
+                    st.affinity.swap_remove(k);
+                }
+            }
+        }
+    }
 }
 
 /// Converts pod rows to [`Pod`]s, interning the GPU models their specs name.
@@ -296,4 +318,36 @@ pub fn pods_from_rows(rows: &[PodRow], models: &mut Models) -> Result<Vec<Pod>, 
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::{parse_nodes, parse_pods};
+
+    #[test]
+    fn release_undoes_apply() {
+        let rows = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\na,16000,65536,4,T4\n", "n.csv").unwrap();
+        let mut models = Models::default();
+        models.intern("T4");
+        let pod_rows =
+            parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\ns,1000,1024,1,300\nw,2000,2048,2,1000\n", "p.csv")
+                .unwrap();
+        let pods = pods_from_rows(&pod_rows, &mut models).unwrap();
+        let mut c = Cluster::new(&rows, &mut models);
+        let fresh = c.state[0].clone();
+        let share = GpuPick::Gpus(vec![c.best_fit_gpu(0, &pods[0]).unwrap()]);
+        c.apply(0, &pods[0], &share);
+        let whole = GpuPick::Gpus(c.whole_gpus(0, &pods[1]));
+        c.apply(0, &pods[1], &whole);
+        assert_eq!(c.used_milli(), 2300);
+        c.release(0, &pods[0], &share);
+        assert_eq!(c.state[0].affinity, vec![(2, 1)], "the sharing tag is gone with its last pod");
+        c.release(0, &pods[1], &whole);
+        let st = &c.state[0];
+        assert_eq!((st.cpu_left, st.mem_left, st.pods), (fresh.cpu_left, fresh.mem_left, 0));
+        assert_eq!(st.gpu_left, fresh.gpu_left);
+        assert!(st.affinity.is_empty());
+        assert_eq!(c.used_milli(), 0);
+    }
 }

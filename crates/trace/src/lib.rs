@@ -8,6 +8,8 @@
 //! - [`policies`]: the node-level [`NodePolicy`] trait and the six policies, one file each.
 //! - [`frag`]: typical pods and node fragmentation.
 //! - [`experiment`]: policies x seeds x pod lists in parallel, with the paper's numbers.
+//! - [`timed`]: the time-aware replay: arrivals and departures in time order, a queue,
+//!   queueing delay and allocation over time.
 //! - [`learn`]: trains the learned `dqngpu` scorer ([`policies::Learned`]).
 //!
 //! No async runtime, database or neural-network dependency.
@@ -36,7 +38,9 @@ pub mod plots;
 pub mod policies;
 pub mod reader;
 pub mod replay;
+pub mod timed;
 
 pub use error::TraceError;
 pub use policies::NodePolicy;
 pub use replay::{replay, ReplayConfig, ReplayResult};
+pub use timed::{replay_timed, TimedConfig, TimedResult};

@@ -187,6 +187,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn train(a: TrainArgs) -> anyhow::Result<()> {
+    // Before the half-hour of training: a run must not end in "cannot save".
+    checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
     let params = a.env.params()?;
     let recipe = a.recipe();
     recipe.validate()?;

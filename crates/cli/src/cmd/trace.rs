@@ -10,7 +10,8 @@ use dqngpu_trace::learn::{train, IterationLog, LearnConfig};
 use dqngpu_trace::policies::learned::{Learned, Weights, FEATURES};
 use dqngpu_trace::policies::{by_name, paper_label};
 use dqngpu_trace::reader::{read_nodes, read_pods};
-use dqngpu_trace::{replay, ReplayConfig};
+use dqngpu_trace::timed::{summarize, write_timed};
+use dqngpu_trace::{replay, replay_timed, ReplayConfig, TimedConfig, TimedResult};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Format;
@@ -33,6 +34,58 @@ enum Command {
     Experiment(ExperimentArgs),
     /// Train the learned `dqngpu` scorer (evolution strategies on training seeds from 1000).
     Train(TrainArgs),
+    /// Time-aware replay of every policy: arrivals and departures in time order, a queue;
+    /// queueing delay and allocation over time (docs/TRACE.md).
+    Timed(TimedArgs),
+}
+
+/// `--load`: the peak GPU demand (1.0 = capacity), or `None` for the trace's own times. A
+/// newtype, because clap reads a bare `Option<f64>` field as an optional `f64`.
+#[derive(Debug, Clone, Copy)]
+struct Load(Option<f64>);
+
+fn parse_load(s: &str) -> Result<Load, String> {
+    if s.eq_ignore_ascii_case("trace") {
+        return Ok(Load(None));
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(Load(Some(v))),
+        _ => Err(format!("`{s}` is neither `trace` nor a positive number")),
+    }
+}
+
+/// `trace timed` options.
+#[derive(ClapArgs, Debug)]
+struct TimedArgs {
+    /// Node list CSV.
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv")]
+    nodes: PathBuf,
+    /// Pod list CSV with creation, deletion and scheduled times.
+    #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv")]
+    pods: PathBuf,
+    /// Policies, comma-separated, or `all`.
+    #[arg(long, default_value = "all")]
+    policies: String,
+    /// Peak GPU demand the arrivals are compressed to (1.0 = the kept nodes' capacity), or
+    /// `trace` for the trace's own times.
+    #[arg(long, default_value = "1.0", value_parser = parse_load)]
+    load: Load,
+    /// Share of the nodes of each GPU model kept (drawn by the seed): the openb pods ask for
+    /// about a tenth of the whole cluster at most.
+    #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
+    node_share: f64,
+    /// First seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Number of seeds.
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// Worker threads (default: the available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory.
+    #[arg(long, default_value = "results/trace-timed")]
+    out: PathBuf,
 }
 
 /// `trace train` options.
@@ -88,6 +141,16 @@ struct ReplayArgs {
     /// Also write curves.csv, result.json and allocation.svg/png into this directory.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Replay in time: arrivals at their creation times, departures after their run times, a
+    /// queue for pods that fit nowhere (--tune does not apply).
+    #[arg(long)]
+    timed: bool,
+    /// With --timed: peak GPU demand the arrivals are compressed to (1.0 = capacity), or `trace`.
+    #[arg(long, default_value = "1.0", value_parser = parse_load)]
+    load: Load,
+    /// With --timed: share of the nodes of each GPU model kept (drawn by the seed).
+    #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
+    node_share: f64,
 }
 
 /// `trace experiment` options.
@@ -129,6 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Replay(a) => replay_cmd(a),
         Command::Experiment(a) => experiment_cmd(a),
         Command::Train(a) => train_cmd(a),
+        Command::Timed(a) => timed_cmd(a),
     }
 }
 
@@ -143,21 +207,21 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     };
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
-    let r = replay(&nodes, &pods, policy.as_ref(), &ReplayConfig { tune: a.tune, seed: a.seed })?;
-    if !r.never_fit.is_empty() {
-        let shown: Vec<&str> = r.never_fit.iter().take(20).map(String::as_str).collect();
-        tracing::warn!(
-            "{} pod(s) fit no node even when the cluster is empty and count as failed: {}{}",
-            r.never_fit.len(),
-            shown.join(", "),
-            if r.never_fit.len() > shown.len() { ", ..." } else { "" }
-        );
-        eprintln!(
-            "warning: {} pod(s) can never fit any node (counted failed): {}",
-            r.never_fit.len(),
-            shown.join(", ")
-        );
+    if a.timed {
+        let cfg = TimedConfig { load: a.load.0, seed: a.seed, node_share: a.node_share, ..TimedConfig::default() };
+        let r = replay_timed(&nodes, &pods, policy.as_ref(), &cfg)?;
+        warn_never_fit(&r.never_fit);
+        if let Some(dir) = &a.out {
+            write_timed(std::slice::from_ref(&r), dir).with_context(|| format!("writing {}", dir.display()))?;
+        }
+        match a.format {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+            Format::Table => print_timed(&list_name(&a.pods), std::slice::from_ref(&r)),
+        }
+        return Ok(());
     }
+    let r = replay(&nodes, &pods, policy.as_ref(), &ReplayConfig { tune: a.tune, seed: a.seed })?;
+    warn_never_fit(&r.never_fit);
     if let Some(dir) = &a.out {
         write_replay(&r, dir).with_context(|| format!("writing {}", dir.display()))?;
     }
@@ -189,6 +253,98 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Names the pods no node could ever hold (counted failed, or never queued when timed).
+fn warn_never_fit(never_fit: &[String]) {
+    if never_fit.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = never_fit.iter().take(20).map(String::as_str).collect();
+    let more = if never_fit.len() > shown.len() { ", ..." } else { "" };
+    tracing::warn!("{} pod(s) fit no node even when the cluster is empty: {}{more}", never_fit.len(), shown.join(", "));
+    eprintln!(
+        "warning: {} pod(s) can never fit any node (counted failed): {}{more}",
+        never_fit.len(),
+        shown.join(", ")
+    );
+}
+
+/// The timed replays' table: one line per policy, means over seeds.
+fn print_timed(list: &str, results: &[TimedResult]) {
+    let Some(r0) = results.first() else { return };
+    println!(
+        "timed replay of {list} ({} pods) on {} nodes ({:.0}% of the list's, seed {}), {} GPUs: peak GPU demand {:.1}%, \
+         {:.1}% on average (arrivals {:.1}x the trace's pace), arrival span {:.0} s",
+        r0.pods,
+        r0.nodes,
+        100.0 * r0.node_share,
+        r0.seed,
+        r0.gpus,
+        r0.peak_demand_pct,
+        r0.offered_load_pct,
+        r0.time_scale,
+        r0.arrival_span_s
+    );
+    println!(
+        "{:<14} {:>5} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>7}",
+        "policy", "seeds", "wait_mean_s", "wait_p95_s", "wait_max_s", "waited%", "gpu_alloc%", "cpu_%", "peak_q"
+    );
+    for m in summarize(results) {
+        println!(
+            "{:<14} {:>5} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>10.2} {:>8.2} {:>7.0}",
+            paper_label(&m.policy),
+            m.seeds,
+            m.mean_wait_s,
+            m.p95_wait_s,
+            m.max_wait_s,
+            m.waited_pct,
+            m.mean_allocation_pct,
+            m.mean_cpu_allocation_pct,
+            m.peak_queue
+        );
+    }
+}
+
+fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
+    let names: Vec<String> = if a.policies == "all" {
+        dqngpu_trace::policies::ALL_POLICY_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.policies.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    let policies = names.iter().map(|n| by_name(n)).collect::<Result<Vec<_>, _>>()?;
+    if a.seeds == 0 {
+        anyhow::bail!("--seeds must be at least 1");
+    }
+    let nodes = read_nodes(&a.nodes)?;
+    let pods = read_pods(&a.pods)?;
+    let runs: Vec<(usize, u64)> =
+        (0..policies.len()).flat_map(|p| (a.seed..a.seed + a.seeds).map(move |s| (p, s))).collect();
+    let bar = ProgressBar::new(runs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("timed replays {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build()?;
+    let results: Vec<TimedResult> = pool.install(|| {
+        use rayon::prelude::*;
+        runs.par_iter()
+            .map(|&(p, seed)| {
+                let cfg = TimedConfig { load: a.load.0, seed, node_share: a.node_share, ..TimedConfig::default() };
+                let r = replay_timed(&nodes, &pods, policies[p].as_ref(), &cfg);
+                bar.inc(1);
+                r
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    bar.finish_and_clear();
+    if let Some(r) = results.first() {
+        warn_never_fit(&r.never_fit);
+    }
+    write_timed(&results, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    print_timed(&list_name(&a.pods), &results);
+    println!("results: {}", a.out.display());
     Ok(())
 }
 

@@ -92,6 +92,8 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<()> {
+    // Before training: a run must not end in "cannot save".
+    checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
     let agent = a.agent;
     let classes: Vec<WorkloadClass> =
         if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };

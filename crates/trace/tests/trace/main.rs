@@ -3,3 +3,4 @@
 
 mod reader_props;
 mod replays;
+mod timed;
