@@ -445,7 +445,7 @@ pub fn replay_timed(
         curve: Vec::with_capacity(points),
     };
 
-    // (time, pod, node, gpus) of running pods, by departure time.
+    // (departure time, pod) of the running pods, earliest first; where each runs in `placed_at`.
     let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut placed_at: Vec<Option<(usize, GpuPick)>> = vec![None; all.len()];
     let mut queue: VecDeque<usize> = VecDeque::new();
