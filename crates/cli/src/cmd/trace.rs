@@ -68,7 +68,7 @@ struct TimedArgs {
     policies: String,
     /// Peak GPU demand the arrivals are compressed to (1.0 = the kept nodes' capacity), or
     /// `trace` for the trace's own times.
-    #[arg(long, default_value = "1.0", value_parser = parse_load)]
+    #[arg(long, default_value = "1.0", value_parser = parse_load, allow_hyphen_values = true)]
     load: Load,
     /// Share of the nodes of each GPU model kept (drawn by the seed): the openb pods ask for
     /// about a tenth of the whole cluster at most.
@@ -146,7 +146,7 @@ struct ReplayArgs {
     #[arg(long)]
     timed: bool,
     /// With --timed: peak GPU demand the arrivals are compressed to (1.0 = capacity), or `trace`.
-    #[arg(long, default_value = "1.0", value_parser = parse_load)]
+    #[arg(long, default_value = "1.0", value_parser = parse_load, allow_hyphen_values = true)]
     load: Load,
     /// With --timed: share of the nodes of each GPU model kept (drawn by the seed).
     #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
