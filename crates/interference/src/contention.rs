@@ -49,26 +49,35 @@ impl Default for ContentionParams {
 }
 
 /// The contention model.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Contention {
     /// Its parameters.
     pub params: ContentionParams,
+    /// The name it reports (`contention`, or `contention-h100` for [`Contention::h100`]).
+    name: &'static str,
+}
+
+impl Default for Contention {
+    fn default() -> Self {
+        Contention::new(ContentionParams::FITTED)
+    }
 }
 
 impl Contention {
     /// A model with these parameters.
     pub fn new(params: ContentionParams) -> Self {
-        Contention { params }
+        Contention { params, name: "contention" }
+    }
+
+    /// The model with the parameters fitted on the H100 pairs ([`ContentionParams::H100_TIMESLICED`]).
+    pub fn h100() -> Self {
+        Contention { params: ContentionParams::H100_TIMESLICED, name: "contention-h100" }
     }
 }
 
 impl Interference for Contention {
     fn name(&self) -> &str {
-        if self.params == ContentionParams::H100_TIMESLICED {
-            "contention-h100"
-        } else {
-            "contention"
-        }
+        self.name
     }
 
     #[inline]

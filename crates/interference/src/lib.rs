@@ -54,7 +54,7 @@ pub const DEFAULT_MODEL: &str = MODEL_NAMES[0];
 pub fn by_name(name: &str) -> Result<Box<dyn Interference>, ModelError> {
     match name {
         "contention" => Ok(Box::new(Contention::default())),
-        "contention-h100" => Ok(Box::new(Contention::new(ContentionParams::H100_TIMESLICED))),
+        "contention-h100" => Ok(Box::new(Contention::h100())),
         "none" => Ok(Box::new(NoInterference)),
         "measured" => Ok(Box::new(Measured::builtin()?)),
         other => Err(ModelError::UnknownName {
@@ -83,5 +83,9 @@ mod tests {
     fn names_resolve() {
         assert_eq!(by_name("contention").map(|m| m.name().to_string()).ok().as_deref(), Some("contention"));
         assert_eq!(by_name("none").map(|m| m.name().to_string()).ok().as_deref(), Some("none"));
+        // Every listed name resolves to a model that reports that name.
+        for n in MODEL_NAMES {
+            assert_eq!(by_name(n).map(|m| m.name().to_string()).ok().as_deref(), Some(n));
+        }
     }
 }
