@@ -214,6 +214,11 @@ impl Cluster {
             && (pod.num_gpu == 0 || (accessible(pod.models, spec.model) && spec.gpus >= pod.num_gpu as usize))
     }
 
+    /// Whether no node could hold `pod` even empty (a pod counted failed and named in a warning).
+    pub fn never_fits(&self, pod: &Pod) -> bool {
+        !(0..self.specs.len()).any(|i| self.could_ever_fit(i, pod))
+    }
+
     /// The lowest-index whole free GPUs for a pod that takes whole GPUs (`AllocateExclusiveGpuId`).
     pub fn whole_gpus(&self, i: usize, pod: &Pod) -> Vec<usize> {
         self.state[i]

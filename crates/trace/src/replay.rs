@@ -132,49 +132,92 @@ pub fn arrival_order(
     Ok(order)
 }
 
-/// Replays `pods` on `nodes` under `policy`.
-/// One piece on purpose: the FGD procedure in its published order (models, inflation, shuffle,
-/// one pod at a time, a curve point per pod); split, every step would take the cluster, the
-/// curve and the counters as arguments.
-pub fn replay(nodes: &[NodeRow], pods: &[PodRow], policy: &dyn NodePolicy, cfg: &ReplayConfig) -> Result<ReplayResult> {
-    let start = Instant::now();
+/// The empty cluster of `nodes` and the pods of `pods` in its units: the first steps of both
+/// replays. Errors: more than 64 GPU models, no GPU, no pod.
+pub(crate) fn build(nodes: &[NodeRow], pods: &[PodRow]) -> Result<(Cluster, Vec<Pod>)> {
     let mut models = Models::default();
     for n in nodes.iter().filter(|n| n.gpus > 0) {
         if models.intern(&n.model).is_none() {
             return Err(TraceError::Unusable("the node list names more than 64 GPU models".into()));
         }
     }
-    let originals = pods_from_rows(pods, &mut models).map_err(TraceError::Unusable)?;
-    let mut cluster = Cluster::new(nodes, &mut models);
-    let gpus = cluster.total_gpus();
-    if gpus == 0 {
+    let all = pods_from_rows(pods, &mut models).map_err(TraceError::Unusable)?;
+    let cluster = Cluster::new(nodes, &mut models);
+    if cluster.total_gpus() == 0 {
         return Err(TraceError::Unusable("the node list has no GPU".into()));
     }
-    if originals.is_empty() {
+    if all.is_empty() {
         return Err(TraceError::Unusable("the pod list is empty".into()));
     }
+    Ok((cluster, all))
+}
+
+/// Gives the nodes their tie-break ranks: a permutation drawn from `rng`.
+pub(crate) fn shuffle_ranks(cluster: &mut Cluster, rng: &mut ChaCha8Rng) {
+    let mut perm: Vec<u32> = (0..cluster.specs.len() as u32).collect();
+    perm.shuffle(rng);
+    cluster.rank = perm;
+}
+
+/// The fragmentation model of the typical pods of `pods`, with every node's current
+/// fragmentation written into the cluster.
+pub(crate) fn init_frag(cluster: &mut Cluster, pods: &[Pod]) -> FragModel {
+    let mut frag = FragModel::new(typical_pods(pods));
+    for i in 0..cluster.specs.len() {
+        refresh_frag(cluster, &mut frag, i);
+    }
+    frag
+}
+
+/// Recomputes node `i`'s fragmentation after a change; returns how much it moved.
+pub(crate) fn refresh_frag(cluster: &mut Cluster, frag: &mut FragModel, i: usize) -> f64 {
+    let st = &cluster.state[i];
+    let v = frag.node_frag(cluster.specs[i].model, st.cpu_left, &st.gpu_left);
+    let delta = v - st.frag;
+    cluster.state[i].frag = v;
+    delta
+}
+
+/// The policy's node and GPUs for `pod`, refused when it picks the wrong number of GPUs.
+pub(crate) fn choose_checked(
+    policy: &dyn NodePolicy,
+    cx: &mut Ctx<'_>,
+    pod: &Pod,
+    feasible: &[usize],
+) -> Result<(usize, GpuPick)> {
+    let (node, pick) = policy.choose(cx, pod, feasible);
+    if let GpuPick::Gpus(ids) = &pick {
+        if ids.len() != pod.num_gpu as usize {
+            return Err(TraceError::Unusable(format!(
+                "policy {} picked {} GPUs for a pod asking {} (a bug)",
+                policy.name(),
+                ids.len(),
+                pod.num_gpu
+            )));
+        }
+    }
+    Ok((node, pick))
+}
+
+/// Replays `pods` on `nodes` under `policy`.
+/// One piece on purpose: the FGD procedure in its published order (models, inflation, shuffle,
+/// one pod at a time, a curve point per pod); split, every step would take the cluster, the
+/// curve and the counters as arguments.
+pub fn replay(nodes: &[NodeRow], pods: &[PodRow], policy: &dyn NodePolicy, cfg: &ReplayConfig) -> Result<ReplayResult> {
+    let start = Instant::now();
+    let (mut cluster, originals) = build(nodes, pods)?;
+    let gpus = cluster.total_gpus();
     let capacity = gpus as i64 * i64::from(MILLI);
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
     let order = arrival_order(&originals, capacity, cfg, &mut rng, &names)?;
+    shuffle_ranks(&mut cluster, &mut rng);
 
-    let mut perm: Vec<u32> = (0..cluster.specs.len() as u32).collect();
-    perm.shuffle(&mut rng);
-    cluster.rank = perm;
+    let never_fit: Vec<String> =
+        originals.iter().filter(|p| cluster.never_fits(p)).map(|p| pods[p.row].name.clone()).collect();
 
-    let never_fit: Vec<String> = originals
-        .iter()
-        .filter(|p| !(0..cluster.specs.len()).any(|i| cluster.could_ever_fit(i, p)))
-        .map(|p| pods[p.row].name.clone())
-        .collect();
-
-    let mut frag = FragModel::new(typical_pods(&originals));
-    let mut frag_total = 0.0;
-    for i in 0..cluster.specs.len() {
-        let v = frag.node_frag(cluster.specs[i].model, cluster.state[i].cpu_left, &cluster.state[i].gpu_left);
-        cluster.state[i].frag = v;
-        frag_total += v;
-    }
+    let mut frag = init_frag(&mut cluster, &originals);
+    let mut frag_total: f64 = cluster.state.iter().map(|st| st.frag).sum();
 
     let mut records = Vec::with_capacity(order.len());
     let (mut arrived, mut used) = (0i64, 0i64);
@@ -189,24 +232,11 @@ pub fn replay(nodes: &[NodeRow], pods: &[PodRow], policy: &dyn NodePolicy, cfg: 
         } else {
             let (node, pick) = {
                 let mut cx = Ctx { cluster: &cluster, frag: &mut frag, rng: &mut rng };
-                policy.choose(&mut cx, pod, &feasible)
+                choose_checked(policy, &mut cx, pod, &feasible)?
             };
-            if let GpuPick::Gpus(ids) = &pick {
-                if ids.len() != pod.num_gpu as usize {
-                    return Err(TraceError::Unusable(format!(
-                        "policy {} picked {} GPUs for a pod asking {} (a bug)",
-                        policy.name(),
-                        ids.len(),
-                        pod.num_gpu
-                    )));
-                }
-            }
             cluster.apply(node, pod, &pick);
             used += pod.total_milli();
-            let st = &cluster.state[node];
-            let v = frag.node_frag(cluster.specs[node].model, st.cpu_left, &st.gpu_left);
-            frag_total += v - cluster.state[node].frag;
-            cluster.state[node].frag = v;
+            frag_total += refresh_frag(&mut cluster, &mut frag, node);
             placed += 1;
         }
         records.push(Record { arrived_milli: arrived, used_milli: used, frag_milli: frag_total });

@@ -33,11 +33,12 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{pods_from_rows, Cluster, GpuPick, Models, Pod};
+use crate::cluster::{Cluster, GpuPick, Pod};
 use crate::error::{Result, TraceError};
-use crate::frag::{typical_pods, FragModel};
+use crate::frag::FragModel;
 use crate::policies::{Ctx, NodePolicy};
 use crate::reader::{NodeRow, PodRow, MILLI};
+use crate::replay::{build, choose_checked, init_frag, refresh_frag, shuffle_ranks};
 
 /// Points of the allocation-over-time curve unless told: 0..=100% of the arrival span.
 pub const DEFAULT_POINTS: usize = 101;
@@ -213,18 +214,8 @@ impl Placer<'_> {
         }
         let (node, pick) = {
             let mut cx = Ctx { cluster: &self.cluster, frag: &mut self.frag, rng: &mut self.rng };
-            self.policy.choose(&mut cx, pod, &self.feasible)
+            choose_checked(self.policy, &mut cx, pod, &self.feasible)?
         };
-        if let GpuPick::Gpus(ids) = &pick {
-            if ids.len() != pod.num_gpu as usize {
-                return Err(TraceError::Unusable(format!(
-                    "policy {} picked {} GPUs for a pod asking {} (a bug)",
-                    self.policy.name(),
-                    ids.len(),
-                    pod.num_gpu
-                )));
-            }
-        }
         self.cluster.apply(node, pod, &pick);
         self.used += pod.total_milli();
         self.used_cpu += pod.cpu;
@@ -240,9 +231,7 @@ impl Placer<'_> {
     }
 
     fn refresh_frag(&mut self, node: usize) {
-        let st = &self.cluster.state[node];
-        let v = self.frag.node_frag(self.cluster.specs[node].model, st.cpu_left, &st.gpu_left);
-        self.cluster.state[node].frag = v;
+        refresh_frag(&mut self.cluster, &mut self.frag, node);
     }
 }
 
@@ -362,26 +351,11 @@ pub fn replay_timed(
     }
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let nodes = &sample_nodes(nodes, cfg.node_share, &mut rng)?;
-    let mut models = Models::default();
-    for n in nodes.iter().filter(|n| n.gpus > 0) {
-        if models.intern(&n.model).is_none() {
-            return Err(TraceError::Unusable("the node list names more than 64 GPU models".into()));
-        }
-    }
-    let all = pods_from_rows(pods, &mut models).map_err(TraceError::Unusable)?;
+    let (mut cluster, all) = build(nodes, pods)?;
     let run = run_times(pods)?;
-    let mut cluster = Cluster::new(nodes, &mut models);
     let gpus = cluster.total_gpus();
-    if gpus == 0 {
-        return Err(TraceError::Unusable("the node list has no GPU".into()));
-    }
-    if all.is_empty() {
-        return Err(TraceError::Unusable("the pod list is empty".into()));
-    }
     let capacity = (gpus * u64::from(MILLI)) as f64;
-    let mut perm: Vec<u32> = (0..cluster.specs.len() as u32).collect();
-    perm.shuffle(&mut rng);
-    cluster.rank = perm;
+    shuffle_ranks(&mut cluster, &mut rng);
 
     // Arrival order and times.
     let created: Vec<u64> = pods.iter().map(|p| p.creation_time.unwrap_or(0)).collect();
@@ -422,16 +396,12 @@ pub fn replay_timed(
     };
     let arrive_us = |i: usize| ((created[i] - first) as f64 / scale * 1e6).round() as u64;
 
-    let never: Vec<bool> =
-        all.iter().map(|p| !(0..cluster.specs.len()).any(|i| cluster.could_ever_fit(i, p))).collect();
+    let never: Vec<bool> = all.iter().map(|p| cluster.never_fits(p)).collect();
     let never_fit: Vec<String> = (0..all.len()).filter(|&i| never[i]).map(|i| pods[i].name.clone()).collect();
 
-    let frag = FragModel::new(typical_pods(&all));
+    let frag = init_frag(&mut cluster, &all);
     let n_nodes = cluster.specs.len();
     let mut pl = Placer { cluster, frag, rng, policy, feasible: Vec::with_capacity(n_nodes), used: 0, used_cpu: 0 };
-    for i in 0..n_nodes {
-        pl.refresh_frag(i);
-    }
     let horizon = arrive_us(order[order.len() - 1]);
     let points = cfg.points.max(2);
     let mut clock = Clock {
@@ -630,7 +600,8 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
     let mut s = String::from(
         "policy,seeds,mean_wait_s,p95_wait_s,max_wait_s,waited_pct,mean_allocation_pct,mean_cpu_allocation_pct,peak_queue\n",
     );
-    for m in summarize(results) {
+    let summary = summarize(results);
+    for m in &summary {
         let _ = writeln!(
             s,
             "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1}",
