@@ -91,16 +91,7 @@ pub fn meta_path(weights: &Path) -> PathBuf {
 /// `.json` and its folder exists or can be made and takes a file. A half-hour run must not end
 /// in "cannot save".
 pub fn check_path(path: &Path) -> Result<(), RlError> {
-    if meta_path(path) == path {
-        return Err(RlError::Config {
-            field: "model path",
-            message: format!(
-                "{}: the weights file must not end in .json (its metadata goes there); try {}",
-                path.display(),
-                path.with_extension("safetensors").display()
-            ),
-        });
-    }
+    check_extension(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -112,9 +103,25 @@ pub fn check_path(path: &Path) -> Result<(), RlError> {
     Ok(())
 }
 
-/// Writes the weights to `path` and the metadata beside them.
+/// The weights file must not be its own metadata file.
+fn check_extension(path: &Path) -> Result<(), RlError> {
+    if meta_path(path) == path {
+        return Err(RlError::Config {
+            field: "model path",
+            message: format!(
+                "{}: the weights file must not end in .json (its metadata goes there); try {}",
+                path.display(),
+                path.with_extension("safetensors").display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the weights to `path` and the metadata beside them. (Callers that train first check
+/// the path with [`check_path`] before training; a write error here still names the file.)
 pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
-    check_path(path)?;
+    check_extension(path)?;
     let meta_file = meta_path(path);
     net.save(path)?;
     let text = serde_json::to_string_pretty(meta)
