@@ -43,22 +43,40 @@ impl Greedy {
 }
 
 /// A job on (or chosen for) a GPU: its profile and progress now.
-#[derive(Clone, Copy)]
-struct Member<'a> {
-    profile: &'a AppProfile,
-    progress_s: f64,
+#[derive(Debug, Clone, Copy)]
+pub struct Member<'a> {
+    /// Its profile.
+    pub profile: &'a AppProfile,
+    /// Progress, s of solo time.
+    pub progress_s: f64,
+}
+
+/// What adding a job to a GPU is predicted to do, averaged over [`POINTS`] points of its solo
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gain {
+    /// Summed progress rate with the job minus without it (1 on an idle GPU).
+    pub total: f64,
+    /// The newcomer's own rate (so `own - total` is what the residents lose).
+    pub own: f64,
 }
 
 impl Greedy {
     /// Mean gain in summed rate of adding `new` to `members` on `gpu`.
     fn gain(&self, gpu: &GpuSpec, members: &[Member<'_>], new: &AppProfile) -> f64 {
+        self.predict(gpu, members, new).total
+    }
+
+    /// The gain of adding `new` to `members` on `gpu`, and the newcomer's own rate (the
+    /// learned scorer reads both).
+    pub fn predict(&self, gpu: &GpuSpec, members: &[Member<'_>], new: &AppProfile) -> Gain {
         if members.is_empty() {
-            return 1.0;
+            return Gain { total: 1.0, own: 1.0 };
         }
         let horizon = new.solo_s();
         let mut loads: Vec<JobLoad<'_>> = Vec::with_capacity(members.len() + 1);
         let mut rates = vec![0.0; members.len() + 1];
-        let mut total = 0.0;
+        let (mut total, mut own) = (0.0, 0.0);
         for k in 0..POINTS {
             let t = horizon * (k as f64 + 0.5) / POINTS as f64;
             loads.clear();
@@ -78,8 +96,9 @@ impl Greedy {
             loads.push(JobLoad { app: &new.app.name, demand: new.demand_at(t) });
             self.model.rates(gpu, &loads, &mut rates[..n + 1]);
             total += rates[..n + 1].iter().sum::<f64>() - without;
+            own += rates[n];
         }
-        total / POINTS as f64
+        Gain { total: total / POINTS as f64, own: own / POINTS as f64 }
     }
 }
 

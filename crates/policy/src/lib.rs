@@ -32,7 +32,7 @@ use dqngpu_model::{ModelError, Policy};
 
 pub use bestfit::BestFit;
 pub use exclusive::{Exclusive, Order};
-pub use greedy::Greedy;
+pub use greedy::{Gain, Greedy, Member};
 pub use lucid::Lucid;
 pub use random::RandomPolicy;
 pub use sjf_bestfit::SjfBestFit;

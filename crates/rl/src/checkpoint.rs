@@ -24,6 +24,8 @@ pub enum Encoding {
     DeepRmClassic(DeepRmParams),
     /// Our simulator: DqnGPU or DeepRM Max / Mean.
     Gpu(GpuEncoding),
+    /// Our simulator: the generalising DqnGPU scorer (one score per candidate row).
+    Scorer(crate::scorer::ScorerSpec),
 }
 
 impl Encoding {
@@ -32,6 +34,7 @@ impl Encoding {
         match self {
             Encoding::DeepRmClassic(p) => p.obs_len(),
             Encoding::Gpu(g) => g.obs_len(),
+            Encoding::Scorer(s) => s.features,
         }
     }
 
@@ -40,13 +43,14 @@ impl Encoding {
         match self {
             Encoding::DeepRmClassic(p) => p.num_nw + 1,
             Encoding::Gpu(g) => g.n_actions(),
+            Encoding::Scorer(_) => 1,
         }
     }
 
     /// The network head this encoding is read with.
     pub fn head(&self) -> Head {
         match self {
-            Encoding::DeepRmClassic(_) => Head::Joint,
+            Encoding::DeepRmClassic(_) | Encoding::Scorer(_) => Head::Joint,
             Encoding::Gpu(_) => Head::PerAction,
         }
     }

@@ -26,6 +26,7 @@ pub mod net;
 pub mod progress;
 pub mod reinforce;
 pub mod scheduler;
+pub mod scorer;
 
 use std::path::Path;
 

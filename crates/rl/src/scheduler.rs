@@ -76,7 +76,7 @@ impl SchedulerName {
         match self {
             SchedulerName::Agent(agent) => {
                 let path = model.ok_or_else(|| RlError::ModelRequired { agent: agent.name().into() })?;
-                Ok(Box::new(RlPolicy::load(path, agent)?))
+                load_agent(path, agent)
             }
             SchedulerName::Heuristic(name) => {
                 if let Some(m) = model {
@@ -86,6 +86,19 @@ impl SchedulerName {
             }
         }
     }
+}
+
+/// Loads a trained agent: a `dqngpu` checkpoint holds either the scorer (the default) or the
+/// thesis's image agent (`train --algorithm thesis`); the file's metadata says which.
+pub fn load_agent(path: &Path, agent: AgentKind) -> Result<Box<dyn Policy>, RlError> {
+    if agent == AgentKind::Dqngpu {
+        if let Ok(meta) = crate::checkpoint::read_meta(path) {
+            if matches!(meta.encoding, crate::checkpoint::Encoding::Scorer(_)) {
+                return Ok(Box::new(crate::scorer::ScorerPolicy::load(path)?));
+            }
+        }
+    }
+    Ok(Box::new(RlPolicy::load(path, agent)?))
 }
 
 impl FromStr for SchedulerName {

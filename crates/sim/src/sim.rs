@@ -148,7 +148,26 @@ struct GpuBook {
     rates_valid: bool,
 }
 
-/// A discrete-time simulation of jobs sharing GPUs. See the module docs for the loop.
+/// A fault a step recorded, returned by the next `apply`.
+#[derive(Debug)]
+struct Fault(SimError);
+
+impl Clone for Fault {
+    fn clone(&self) -> Self {
+        Fault(match &self.0 {
+            SimError::TooManyRestarts { policy, job, restarts, limit } => {
+                SimError::TooManyRestarts { policy: policy.clone(), job: *job, restarts: *restarts, limit: *limit }
+            }
+            // Never stored; a clone keeps the message.
+            other => SimError::Config(other.to_string()),
+        })
+    }
+}
+
+/// A discrete-time simulation of jobs sharing GPUs. See the module docs for the loop. A clone
+/// is an independent copy from the same moment (the scorer's look-ahead teacher plays futures
+/// out on clones).
+#[derive(Clone)]
 pub struct Simulator {
     config: SimConfig,
     interference: Arc<dyn Interference>,
@@ -173,7 +192,8 @@ pub struct Simulator {
     decisions: u64,
     liveness_starts: u64,
     budget_refusals: u64,
-    fault: Option<SimError>,
+    /// Only ever `SimError::TooManyRestarts` (so a clone can copy it field by field).
+    fault: Option<Fault>,
     events: Vec<SimEvent>,
     usage: Option<UsageTrace>,
 }
@@ -288,7 +308,7 @@ impl Simulator {
     /// although nothing runs and no job will arrive; a fault recorded by an earlier step
     /// ([`SimError::TooManyRestarts`]).
     pub fn apply(&mut self, decision: &[Placement]) -> Result<(), SimError> {
-        if let Some(f) = self.fault.take() {
+        if let Some(Fault(f)) = self.fault.take() {
             return Err(f);
         }
         validate_decision(&self.policy_name, &self.view(), decision)?;
@@ -355,7 +375,7 @@ impl Simulator {
             self.log_memory(p.gpu);
         }
         match self.fault.take() {
-            Some(f) => Err(f),
+            Some(Fault(f)) => Err(f),
             None => Ok(()),
         }
     }
@@ -578,12 +598,12 @@ impl Simulator {
         self.oom_kills += 1;
         self.decision_pending = true;
         if js.restarts > self.config.max_restarts && self.fault.is_none() {
-            self.fault = Some(SimError::TooManyRestarts {
+            self.fault = Some(Fault(SimError::TooManyRestarts {
                 policy: self.policy_name.clone(),
                 job: js.id,
                 restarts: js.restarts,
                 limit: self.config.max_restarts,
-            });
+            }));
         }
         if self.config.record_events {
             self.events.push(SimEvent::Oom {

@@ -1,0 +1,264 @@
+//! What the generalising DqnGPU agent knows of one candidate placement: a waiting job on a GPU,
+//! described by usage only (the job's profile, the GPU's residents, the predicted interference
+//! between them), never by app name, so one set of weights serves any app, any number of
+//! waiting jobs and any cluster.
+//!
+//! A decision round offers, again and again, every legal (waiting job, GPU) pair plus "hold"
+//! (stop placing for now); the caller picks one row, [`Round::take`]s it, and asks again, until
+//! it holds or nothing is legal. Legal: no app it was OOM-killed beside is there, and memory
+//! fits, by either of two rules: the job's peak beside the residents' remaining peaks (the
+//! packing heuristics' rule, so no phase drift can overflow the card), or, where peaks
+//! collide, the time-aligned rule DqnGPU exists for: a prediction of that GPU with the job
+//! added (the simulator's own stepping under the contention model, [`dqngpu_sim::budget`])
+//! in which memory never passes the card. Feature `peak_fits` tells the two apart. Hold is not offered while a GPU is idle and some
+//! job fits it (a learned policy must not leave a fitting job waiting beside an idle GPU).
+
+use std::collections::HashMap;
+
+use dqngpu_interference::{Contention, ContentionParams};
+use dqngpu_model::{AppProfile, ClusterView, Placement, QueuedJob, Resources};
+use dqngpu_policy::{fit, Greedy, Member};
+use dqngpu_sim::budget::{self, BudgetJob};
+
+/// Inputs per candidate row.
+pub const FEATURES: usize = 19;
+
+/// Feature names, in row order (docs/RL.md explains each).
+pub const NAMES: [&str; FEATURES] = [
+    "hold",
+    "gpu_idle",
+    "residents",
+    "log_solo",
+    "solo_rank",
+    "solo_vs_mean",
+    "gain",
+    "own_rate",
+    "residents_loss",
+    "gain_per_work",
+    "job_peak_mem",
+    "free_mem_after",
+    "job_mean_util",
+    "residents_util_now",
+    "queue_len",
+    "waited_share",
+    "idle_gpus",
+    "residents_left_vs_solo",
+    "peak_fits",
+];
+
+/// Step of the time-aligned memory prediction, s (the simulator's default step).
+const PREDICT_STEP_S: f64 = 1.0;
+
+/// One decision round over a cluster view (the jobs placed so far in it count as residents).
+pub struct Round<'v> {
+    view: &'v ClusterView<'v>,
+    greedy: &'v Greedy,
+    /// Committed peak load per GPU (residents' remaining peaks plus the jobs placed here).
+    load: Vec<Resources>,
+    members: Vec<Vec<Member<'v>>>,
+    chosen: Vec<Vec<&'v QueuedJob>>,
+    taken: Vec<bool>,
+    peaks: Vec<Resources>,
+    /// Predicted (gain, own rate) and time-aligned memory fit per (profile, GPU), dropped for
+    /// a GPU when a job joins it (jobs of one app share them).
+    gains: HashMap<(*const AppProfile, usize), (f64, f64)>,
+    aligned: HashMap<(*const AppProfile, usize), bool>,
+    /// The interference model of the memory prediction (the greedy rule's).
+    model: Contention,
+    /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
+    pairs: Vec<Option<(usize, usize)>>,
+}
+
+impl<'v> Round<'v> {
+    /// A round over `view`, predicting interference with `greedy`'s model.
+    pub fn new(view: &'v ClusterView<'v>, greedy: &'v Greedy) -> Self {
+        Round {
+            view,
+            greedy,
+            load: view.gpus.iter().map(fit::committed).collect(),
+            members: view
+                .gpus
+                .iter()
+                .map(|g| g.running.iter().map(|r| Member { profile: &r.profile, progress_s: r.progress_s }).collect())
+                .collect(),
+            chosen: vec![Vec::new(); view.gpus.len()],
+            taken: vec![false; view.queue.len()],
+            peaks: view.queue.iter().map(fit::job_peak).collect(),
+            gains: HashMap::new(),
+            aligned: HashMap::new(),
+            model: Contention::new(ContentionParams::FITTED),
+            pairs: Vec::new(),
+        }
+    }
+
+    /// Writes the rows of the pending choice into `out` (`FEATURES` values per row) and
+    /// returns how many; 0 when nothing can be placed (the round is over). Hold, when allowed,
+    /// is row 0.
+    pub fn rows(&mut self, out: &mut Vec<f32>) -> usize {
+        out.clear();
+        self.pairs.clear();
+        let view = self.view;
+        let waiting: Vec<usize> = (0..view.queue.len()).filter(|&i| !self.taken[i]).collect();
+        if waiting.is_empty() {
+            return 0;
+        }
+        // Rank by solo time, shortest first (ties by arrival then id, as SJF).
+        let mut order = waiting.clone();
+        order.sort_by(|&a, &b| fit::shortest_first(&view.queue[a], &view.queue[b]));
+        let mut rank = vec![0usize; view.queue.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
+        let solos: Vec<f64> = waiting.iter().map(|&i| view.queue[i].profile.solo_s()).collect();
+        let min_solo = solos.iter().copied().fold(f64::INFINITY, f64::min).max(1e-9);
+        let mean_solo = (solos.iter().sum::<f64>() / solos.len() as f64).max(1e-9);
+        let idle: Vec<bool> = self.members.iter().map(Vec::is_empty).collect();
+        let idle_share = idle.iter().filter(|&&b| b).count() as f32 / idle.len().max(1) as f32;
+        let queue_len = ((1.0 + waiting.len() as f64).ln() / 5.0) as f32;
+        let rank_den = (waiting.len().max(2) - 1) as f64;
+        let mut rows: Vec<[f32; FEATURES]> = Vec::new();
+        let mut idle_fits = false;
+        for &i in &waiting {
+            let job = &view.queue[i];
+            let solo = job.profile.solo_s().max(1e-9);
+            let waited = (view.now_s - job.submit_s).max(0.0);
+            let mean = job.profile.summary().mean;
+            for (g, gpu) in view.gpus.iter().enumerate() {
+                if !fit::compatible(job, gpu, &self.chosen[g]) {
+                    continue;
+                }
+                let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
+                if !peak_fits && !self.aligned_fit(i, g) {
+                    continue;
+                }
+                idle_fits |= idle[g];
+                let (gain, own) = self.gain(i, g);
+                let cap = gpu.spec.memory_mib.max(1.0);
+                let members = &self.members[g];
+                let util_now: f64 = members
+                    .iter()
+                    .map(|m| m.profile.demand_at(m.progress_s.min(m.profile.solo_s())).gpu_util_pct)
+                    .sum();
+                let left: f64 = if members.is_empty() {
+                    0.0
+                } else {
+                    members.iter().map(|m| (m.profile.solo_s() - m.progress_s).max(0.0)).sum::<f64>()
+                        / members.len() as f64
+                };
+                let mut r = [0f32; FEATURES];
+                r[1] = idle[g] as u8 as f32;
+                r[2] = members.len() as f32 / 4.0;
+                r[3] = ((1.0 + solo / 60.0).ln() / 5.0) as f32;
+                r[4] = (rank[i] as f64 / rank_den) as f32;
+                r[5] = ((solo / mean_solo).min(4.0) / 4.0) as f32;
+                r[6] = gain as f32;
+                r[7] = own as f32;
+                r[8] = (own - gain) as f32;
+                r[9] = (gain * min_solo / solo) as f32;
+                r[10] = (self.peaks[i].gpu_mem_mib / cap) as f32;
+                r[11] = ((cap - self.load[g].gpu_mem_mib - self.peaks[i].gpu_mem_mib) / cap) as f32;
+                r[12] = (mean.gpu_util_pct / 100.0) as f32;
+                r[13] = ((util_now / 100.0).min(2.0) / 2.0) as f32;
+                r[14] = queue_len;
+                r[15] = (waited / (waited + solo)) as f32;
+                r[16] = idle_share;
+                r[17] = ((left / solo).min(4.0) / 4.0) as f32;
+                r[18] = peak_fits as u8 as f32;
+                rows.push(r);
+                self.pairs.push(Some((i, g)));
+            }
+        }
+        if rows.is_empty() {
+            self.pairs.clear();
+            return 0;
+        }
+        if !idle_fits {
+            let mut hold = [0f32; FEATURES];
+            hold[0] = 1.0;
+            hold[14] = queue_len;
+            hold[16] = idle_share;
+            out.extend_from_slice(&hold);
+            self.pairs.insert(0, None);
+        }
+        for r in &rows {
+            out.extend_from_slice(r);
+        }
+        self.pairs.len()
+    }
+
+    /// The (job index in the view's queue, GPU) of row `row` of the last [`Round::rows`];
+    /// `None` for hold (or a row that does not exist).
+    pub fn pair(&self, row: usize) -> Option<(usize, usize)> {
+        self.pairs.get(row).copied().flatten()
+    }
+
+    /// The row of the last [`Round::rows`] that places job `id` on GPU `gpu`, if legal.
+    pub fn row_of(&self, id: dqngpu_model::JobId, gpu: usize) -> Option<usize> {
+        self.pairs.iter().position(|p| matches!(p, Some((i, g)) if *g == gpu && self.view.queue[*i].id == id))
+    }
+
+    /// True when row 0 of the last [`Round::rows`] is hold.
+    pub fn hold_offered(&self) -> bool {
+        matches!(self.pairs.first(), Some(None))
+    }
+
+    /// Takes row `row` of the last [`Round::rows`]: places its job, or (hold) ends the round.
+    /// Returns false when the round is over.
+    pub fn take(&mut self, row: usize) -> bool {
+        let Some((i, g)) = self.pair(row) else { return false };
+        let job = &self.view.queue[i];
+        self.taken[i] = true;
+        self.load[g] = self.load[g].add(&self.peaks[i]);
+        self.members[g].push(Member { profile: &job.profile, progress_s: 0.0 });
+        self.chosen[g].push(job);
+        self.gains.retain(|k, _| k.1 != g);
+        self.aligned.retain(|k, _| k.1 != g);
+        true
+    }
+
+    /// The placements chosen so far, one per GPU.
+    pub fn placements(&self) -> Vec<Placement> {
+        fit::placements(self.chosen.clone())
+    }
+
+    fn gain(&mut self, i: usize, g: usize) -> (f64, f64) {
+        let profile = &self.view.queue[i].profile;
+        let key = (std::sync::Arc::as_ptr(profile), g);
+        if let Some(v) = self.gains.get(&key) {
+            return *v;
+        }
+        let p = self.greedy.predict(&self.view.gpus[g].spec, &self.members[g], profile);
+        self.gains.insert(key, (p.total, p.own));
+        (p.total, p.own)
+    }
+
+    /// True when the GPU's residents (with the jobs placed this round) and job `i`, run
+    /// together from now, are predicted never to hold more memory than the card.
+    fn aligned_fit(&mut self, i: usize, g: usize) -> bool {
+        let profile = &self.view.queue[i].profile;
+        let key = (std::sync::Arc::as_ptr(profile), g);
+        if let Some(v) = self.aligned.get(&key) {
+            return *v;
+        }
+        let gpu = &self.view.gpus[g];
+        let now = self.view.now_s;
+        let mut jobs: Vec<BudgetJob<'_>> = gpu
+            .running
+            .iter()
+            .map(|r| BudgetJob {
+                app: &r.profile.app.name,
+                profile: &r.profile,
+                progress_s: r.progress_s,
+                lost_s: (now - r.started_s - r.progress_s).max(0.0),
+            })
+            .collect();
+        for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
+            jobs.push(BudgetJob { app: &q.app, profile: &q.profile, progress_s: 0.0, lost_s: 0.0 });
+        }
+        // No slowdown limit: only memory decides here.
+        let p = budget::predict(&gpu.spec, &self.model, &jobs, f64::INFINITY, 0.0, PREDICT_STEP_S);
+        let fits = !p.memory_over;
+        self.aligned.insert(key, fits);
+        fits
+    }
+}

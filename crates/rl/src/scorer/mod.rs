@@ -1,0 +1,191 @@
+//! The generalising DqnGPU agent (issue 10): a candidate scorer with weights shared across
+//! waiting jobs and GPUs (as Decima scores nodes), over usage features only
+//! ([`features`]), so one model serves any number of waiting jobs, any cluster and apps it
+//! never saw. Trained by imitation of the best rule on the training job sets, then policy
+//! gradient with a per-job-set baseline over several rollouts, keeping the weights that do
+//! best on validation job sets ([`train`]).
+//!
+//! The thesis's image agent stays in [`crate::gpu`] (`train --algorithm thesis`).
+
+pub mod features;
+pub mod train;
+
+use std::path::Path;
+
+use dqngpu_model::{ClusterView, Placement, Policy};
+use dqngpu_policy::Greedy;
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{self, Encoding};
+use crate::error::RlError;
+use crate::net::{Head, PolicyNet};
+
+pub use features::{Round, FEATURES};
+
+/// What a scorer checkpoint records of its inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorerSpec {
+    /// Inputs per candidate row ([`FEATURES`] for this build).
+    pub features: usize,
+}
+
+impl Default for ScorerSpec {
+    fn default() -> Self {
+        ScorerSpec { features: FEATURES }
+    }
+}
+
+/// The network read as plain arrays, for fast forward passes at decision time and in
+/// rollouts (candle is used where gradients are needed).
+#[derive(Debug, Clone)]
+pub struct Mlp {
+    /// (weight in x out row-major, bias, in, out) per layer.
+    layers: Vec<(Vec<f32>, Vec<f32>, usize, usize)>,
+}
+
+impl Mlp {
+    /// The weights of `net` (an MLP with one output).
+    pub fn from_net(net: &PolicyNet) -> Result<Self, RlError> {
+        let t = net.tensors();
+        let mut layers = Vec::new();
+        for i in 0.. {
+            let (Some(w), Some(b)) = (t.get(&format!("l{i}.weight")), t.get(&format!("l{i}.bias"))) else { break };
+            let (n_in, n_out) = w.dims2()?;
+            layers.push((w.flatten_all()?.to_vec1::<f32>()?, b.to_vec1::<f32>()?, n_in, n_out));
+        }
+        Ok(Mlp { layers })
+    }
+
+    /// The score of each of the `n` rows of `x` (`FEATURES` values each).
+    pub fn scores(&self, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        out.clear();
+        let Some(width) = self.layers.first().map(|l| l.2) else {
+            out.resize(n, 0.0);
+            return;
+        };
+        let (mut h, mut next) = (Vec::new(), Vec::new());
+        for r in 0..n {
+            h.clear();
+            h.extend_from_slice(&x[r * width..(r + 1) * width]);
+            for (k, (w, b, n_in, n_out)) in self.layers.iter().enumerate() {
+                next.clear();
+                next.extend_from_slice(b);
+                for (i, &v) in h.iter().enumerate().take(*n_in) {
+                    if v != 0.0 {
+                        let row = &w[i * n_out..(i + 1) * n_out];
+                        for (o, wv) in next.iter_mut().zip(row) {
+                            *o += v * wv;
+                        }
+                    }
+                }
+                if k + 1 < self.layers.len() {
+                    for o in next.iter_mut() {
+                        *o = o.max(0.0);
+                    }
+                }
+                std::mem::swap(&mut h, &mut next);
+            }
+            out.push(h.first().copied().unwrap_or(0.0));
+        }
+    }
+}
+
+/// Runs one decision round over `view`: `choose(rows, n)` picks a row of the `n` offered
+/// (row 0 is hold when [`Round::hold_offered`]); a single offered row is taken without
+/// asking. Returns the placements.
+pub fn decide_with(
+    view: &ClusterView<'_>,
+    greedy: &Greedy,
+    choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
+) -> Vec<Placement> {
+    let mut round = Round::new(view, greedy);
+    let mut rows = Vec::new();
+    loop {
+        let n = round.rows(&mut rows);
+        if n == 0 {
+            break;
+        }
+        let row = if n == 1 { 0 } else { choose(&round, &rows, n) };
+        if !round.take(row) {
+            break;
+        }
+    }
+    round.placements()
+}
+
+/// The index of the highest score (the first on ties).
+pub fn best_row(scores: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, s) in scores.iter().enumerate() {
+        if *s > scores[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// A trained (or untrained) scorer as a [`Policy`]: at each choice, the highest-scoring row.
+#[derive(Debug, Clone)]
+pub struct ScorerPolicy {
+    net: PolicyNet,
+    mlp: Mlp,
+    greedy: Greedy,
+}
+
+impl ScorerPolicy {
+    /// A policy from a network over [`FEATURES`] inputs with one output.
+    pub fn new(net: PolicyNet) -> Result<Self, RlError> {
+        if net.obs_len() != FEATURES || net.n_actions() != 1 || net.head() != Head::Joint {
+            return Err(RlError::Config {
+                field: "network",
+                message: format!(
+                    "a scorer takes {FEATURES} inputs and gives 1 score; this network takes {} and gives {}",
+                    net.obs_len(),
+                    net.n_actions()
+                ),
+            });
+        }
+        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default() })
+    }
+
+    /// A fresh network: `hidden` layers, weights from `seed`.
+    pub fn untrained(hidden: &[usize], seed: u64) -> Result<Self, RlError> {
+        ScorerPolicy::new(PolicyNet::new(FEATURES, hidden, 1, Head::Joint, seed)?)
+    }
+
+    /// Loads a `dqngpu` checkpoint with a scorer encoding.
+    pub fn load(path: &Path) -> Result<Self, RlError> {
+        let (net, meta) = checkpoint::load(path, "dqngpu", None)?;
+        match meta.encoding {
+            Encoding::Scorer(spec) if spec.features == FEATURES => ScorerPolicy::new(net),
+            other => Err(RlError::EncodingMismatch {
+                path: checkpoint::meta_path(path),
+                message: format!("a scorer with {FEATURES} features is needed, the file has {other:?}"),
+            }),
+        }
+    }
+
+    /// The network (for saving).
+    pub fn net(&self) -> &PolicyNet {
+        &self.net
+    }
+
+    /// The plain-array copy of the network.
+    pub fn mlp(&self) -> &Mlp {
+        &self.mlp
+    }
+}
+
+impl Policy for ScorerPolicy {
+    fn name(&self) -> &str {
+        "dqngpu"
+    }
+
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        let mut scores = Vec::new();
+        decide_with(view, &self.greedy, &mut |_, rows, n| {
+            self.mlp.scores(rows, n, &mut scores);
+            best_row(&scores)
+        })
+    }
+}

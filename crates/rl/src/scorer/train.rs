@@ -1,0 +1,681 @@
+//! Training the scorer: imitation, then policy gradient, keeping the best on validation.
+//!
+//! 1. **Expert.** Every rule in [`ScorerRecipe::experts`] runs on the training job sets; the one
+//!    with the lowest mean objective (mean JCT or makespan) is the teacher.
+//! 2. **Imitation** (DL2's warm start). At each of the teacher's decisions its placements are
+//!    walked as scorer choices; a step's label is every row the teacher still places (or
+//!    hold once it has placed all), and the loss is -log of their summed probability. Then
+//!    `dagger_rounds` times (DAgger): the learner drives, the teacher labels the states the
+//!    learner reaches, and the data is aggregated.
+//! 3. **Policy gradient** (REINFORCE). Each iteration rolls out `episodes` sampled episodes
+//!    on each of `jobsets_per_iter` job sets; an episode's advantage is (mean cost of that job
+//!    set's episodes - its cost) / that mean (Decima's and DeepRM's per-sequence baseline),
+//!    applied to every choice of the episode; plus an entropy bonus that decays to 0.
+//! 4. **Keep best.** After imitation and every `validate_every` iterations, the greedy policy
+//!    runs on the validation job sets; the weights with the lowest mean objective are kept.
+//!
+//! Every random choice comes from the seed: rollout `e` of job set `s` at iteration `k` samples
+//! with its own ChaCha stream, so results do not depend on the thread count.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle_core::{Device, Tensor, Var, D};
+use dqngpu_interference::Interference;
+use dqngpu_model::{AppLibrary, ClusterSpec, ClusterView, JobSet, Placement, Policy};
+use dqngpu_policy::Greedy;
+use dqngpu_sim::{SimConfig, Simulator};
+use rand::Rng;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::features::FEATURES;
+use super::{best_row, decide_with, Mlp, ScorerPolicy};
+use crate::error::RlError;
+use crate::net::{Head, Opt, PolicyNet};
+use crate::reinforce::{IterStats, Objective, TrainConfig};
+
+/// Logit given to padding rows so they get no probability.
+const PAD: f32 = -1.0e9;
+
+/// One training (or validation) episode: a job set on a cluster, drawn from a library.
+#[derive(Debug, Clone)]
+pub struct Episode {
+    /// The cluster.
+    pub cluster: ClusterSpec,
+    /// The app library the job set draws from.
+    pub library: Arc<AppLibrary>,
+    /// The jobs.
+    pub set: JobSet,
+}
+
+/// What the scorer trains on.
+pub struct ScorerTask {
+    /// Training episodes (job sets; each may have its own cluster and library).
+    pub train: Vec<Episode>,
+    /// Validation episodes (seeds disjoint from training and evaluation).
+    pub validation: Vec<Episode>,
+    /// The interference model of the simulator.
+    pub interference: Arc<dyn Interference>,
+    /// Simulator settings (a slowdown budget here applies in training as in evaluation).
+    pub config: SimConfig,
+}
+
+/// The scorer's own training settings (the rest is [`TrainConfig`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScorerRecipe {
+    /// Rules tried as the teacher; the best on the training sets teaches.
+    pub experts: Vec<String>,
+    /// Passes over the imitation data (minibatches of 256 steps).
+    pub imitation_epochs: usize,
+    /// DAgger rounds after the first imitation.
+    pub dagger_rounds: usize,
+    /// Entropy bonus at the first policy-gradient iteration (decays linearly to 0).
+    pub entropy: f64,
+    /// Validate every this many policy-gradient iterations.
+    pub validate_every: usize,
+    /// Expert-iteration rounds after imitation: look-ahead labels from playing rows out with
+    /// the best policy so far (the rule, or the scorer once it beats the rule on validation).
+    pub lookahead_rounds: usize,
+    /// Rows played out per choice (the prior's best, plus hold).
+    pub lookahead_top_k: usize,
+}
+
+impl Default for ScorerRecipe {
+    fn default() -> Self {
+        ScorerRecipe {
+            experts: ["sjf-bestfit", "greedy", "bestfit", "sjf"].iter().map(|s| s.to_string()).collect(),
+            imitation_epochs: 40,
+            dagger_rounds: 1,
+            entropy: 0.01,
+            validate_every: 5,
+            lookahead_rounds: 1,
+            lookahead_top_k: 6,
+        }
+    }
+}
+
+/// What training did, for the checkpoint and the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScorerReport {
+    /// The teacher.
+    pub expert: String,
+    /// Each candidate teacher's mean objective on the training sets.
+    pub expert_scores: Vec<(String, f64)>,
+    /// Validation scores below are the mean over validation sets of the objective divided by
+    /// the best rule's on that set (1.0: as good as the best rule everywhere). The best single
+    /// rule's score.
+    pub expert_validation: f64,
+    /// The untrained network's.
+    pub untrained_validation: f64,
+    /// After imitation.
+    pub imitation_validation: f64,
+    /// The kept weights'.
+    pub final_validation: f64,
+    /// Which stage the kept weights come from (`untrained`, `imitation`, `pg <iteration>`).
+    pub kept: String,
+    /// Imitation steps recorded (teacher plus DAgger).
+    pub imitation_steps: usize,
+    /// Look-ahead steps recorded, over all rounds.
+    pub lookahead_steps: usize,
+    /// Validation objective after each look-ahead round.
+    pub lookahead_validation: Vec<f64>,
+}
+
+/// A recorded choice: its rows, and the taken row (policy gradient) or the labelled rows
+/// (imitation).
+struct Step {
+    rows: Vec<f32>,
+    n: usize,
+    chosen: Vec<usize>,
+    /// Weight of this step in the imitation loss (1 for a rule's labels; for look-ahead labels,
+    /// how much the choice matters).
+    weight: f32,
+}
+
+/// Within this share of the best look-ahead objective, choices count as tied and the other
+/// metric decides (mean JCT for makespan, makespan for mean JCT).
+const NEAR_TIE: f64 = 0.002;
+
+/// The other metric of a finished simulation (the look-ahead's tie-breaker).
+fn secondary(objective: Objective, r: &dqngpu_sim::SimResult) -> f64 {
+    match objective {
+        Objective::Jct => r.makespan_s,
+        Objective::Makespan => r.mean_jct_s,
+    }
+}
+
+/// Objective of a finished simulation.
+fn cost(objective: Objective, r: &dqngpu_sim::SimResult) -> f64 {
+    match objective {
+        Objective::Jct => r.mean_jct_s,
+        Objective::Makespan => r.makespan_s,
+    }
+}
+
+/// Runs `ep` to the end, asking `decide` at each decision; returns the objective.
+fn simulate(
+    task: &ScorerTask,
+    ep: &Episode,
+    objective: Objective,
+    decide: &mut dyn FnMut(&ClusterView<'_>) -> Vec<Placement>,
+) -> Result<f64, RlError> {
+    let mut sim = Simulator::new(&ep.cluster, &ep.library, &ep.set, task.interference.clone(), task.config.clone())?;
+    while !sim.done() {
+        if sim.needs_decision() {
+            let d = decide(&sim.view());
+            sim.apply(&d)?;
+        }
+        sim.step();
+    }
+    Ok(cost(objective, &sim.finish()))
+}
+
+/// The objective of `policy` on each of `eps`, in parallel.
+fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &dyn Policy) -> Result<Vec<f64>, RlError> {
+    eps.par_iter().map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v))).collect()
+}
+
+/// Mean objective of `policy` (a plain rule or a scorer) over `eps`, in parallel.
+fn mean_cost(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &dyn Policy) -> Result<f64, RlError> {
+    if eps.is_empty() {
+        return Ok(f64::NAN);
+    }
+    let costs: Vec<f64> = eps
+        .par_iter()
+        .map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v)))
+        .collect::<Result<_, _>>()?;
+    Ok(costs.iter().sum::<f64>() / costs.len() as f64)
+}
+
+/// Imitation steps of one episode: `teacher` labels each decision; the teacher drives
+/// (`learner` None) or the learner does (DAgger).
+fn imitation_episode(
+    task: &ScorerTask,
+    ep: &Episode,
+    teacher: &dyn Policy,
+    learner: Option<&Mlp>,
+    greedy: &Greedy,
+) -> Result<Vec<Step>, RlError> {
+    let mut steps = Vec::new();
+    let mut scores = Vec::new();
+    simulate(task, ep, Objective::Jct, &mut |view| {
+        let mut todo: Vec<(dqngpu_model::JobId, usize)> =
+            teacher.decide(view).iter().flat_map(|p| p.jobs.iter().map(move |&j| (j, p.gpu))).collect();
+        decide_with(view, greedy, &mut |round, rows, n| {
+            let mut labels: Vec<usize> = todo.iter().filter_map(|&(j, g)| round.row_of(j, g)).collect();
+            if labels.is_empty() && round.hold_offered() {
+                labels.push(0);
+            }
+            let pick = match learner {
+                Some(m) => {
+                    m.scores(rows, n, &mut scores);
+                    best_row(&scores)
+                }
+                None => labels.first().copied().unwrap_or(0),
+            };
+            if !labels.is_empty() {
+                steps.push(Step { rows: rows[..n * FEATURES].to_vec(), n, chosen: labels, weight: 1.0 });
+            }
+            if let Some((i, g)) = round.pair(pick) {
+                let id = view.queue[i].id;
+                todo.retain(|&(j, gg)| !(j == id && gg == g));
+                // The teacher's other placement of this job (on another GPU) is void now.
+                todo.retain(|&(j, _)| j != id);
+            }
+            pick
+        })
+    })?;
+    Ok(steps)
+}
+
+/// The objective of taking `now` at `sim`'s moment (then, unless `hold`, letting `base` place
+/// more at the same moment) and following `base` to the end, on a copy of `sim`.
+fn rollout_cost(
+    sim: &Simulator,
+    now: &[Placement],
+    hold: bool,
+    base: &dyn Policy,
+    objective: Objective,
+) -> Result<(f64, f64), RlError> {
+    let mut s = sim.clone();
+    s.apply(now)?;
+    if !hold {
+        let more = base.decide(&s.view());
+        if more.iter().any(|p| !p.jobs.is_empty()) {
+            s.apply(&more)?;
+        }
+    }
+    s.step();
+    while !s.done() {
+        if s.needs_decision() {
+            let d = base.decide(&s.view());
+            s.apply(&d)?;
+        }
+        s.step();
+    }
+    let r = s.finish();
+    Ok((cost(objective, &r), secondary(objective, &r)))
+}
+
+/// `placements` plus job `id` on GPU `gpu`.
+fn with_pair(mut placements: Vec<Placement>, gpu: usize, id: dqngpu_model::JobId) -> Vec<Placement> {
+    match placements.iter_mut().find(|p| p.gpu == gpu) {
+        Some(p) => p.jobs.push(id),
+        None => placements.push(Placement { gpu, jobs: vec![id] }),
+    }
+    placements
+}
+
+/// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the
+/// `prior` scores highest (at most `top_k`, plus hold) are each played out to the end with
+/// `base`; the rows with the lowest objective are the labels. `learner` (DAgger) or the best
+/// row drives.
+#[allow(clippy::too_many_arguments)]
+fn lookahead_episode(
+    task: &ScorerTask,
+    ep: &Episode,
+    objective: Objective,
+    base: &dyn Policy,
+    prior: &Mlp,
+    learner: Option<&Mlp>,
+    greedy: &Greedy,
+    top_k: usize,
+) -> Result<Vec<Step>, RlError> {
+    let mut steps = Vec::new();
+    let mut sim = Simulator::new(&ep.cluster, &ep.library, &ep.set, task.interference.clone(), task.config.clone())?;
+    let mut failure: Option<RlError> = None;
+    while !sim.done() {
+        if sim.needs_decision() {
+            let snapshot = sim.clone();
+            let view = snapshot.view();
+            let mut scores = Vec::new();
+            let placements = decide_with(&view, greedy, &mut |round, rows, n| {
+                prior.scores(rows, n, &mut scores);
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+                let mut tried: Vec<usize> = order.into_iter().take(top_k.max(1)).collect();
+                if round.hold_offered() && !tried.contains(&0) {
+                    tried.push(0);
+                }
+                let mut costs = Vec::with_capacity(tried.len());
+                let mut second = Vec::with_capacity(tried.len());
+                for &r in &tried {
+                    let (now, hold) = match round.pair(r) {
+                        Some((i, g)) => (with_pair(round.placements(), g, view.queue[i].id), false),
+                        None => (round.placements(), true),
+                    };
+                    match rollout_cost(&snapshot, &now, hold, base, objective) {
+                        Ok((c, c2)) => {
+                            costs.push(c);
+                            second.push(c2);
+                        }
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                            costs.push(f64::INFINITY);
+                            second.push(f64::INFINITY);
+                        }
+                    }
+                }
+                let min = costs.iter().copied().fold(f64::INFINITY, f64::min);
+                // Near-ties on the objective go to the better other metric.
+                let near: Vec<usize> = (0..tried.len()).filter(|&k| costs[k] <= min * (1.0 + NEAR_TIE) + 1e-9).collect();
+                let min2 = near.iter().map(|&k| second[k]).fold(f64::INFINITY, f64::min);
+                let labels: Vec<usize> = near
+                    .iter()
+                    .filter(|&&k| second[k] <= min2 + 1e-6 * min2.abs().max(1.0))
+                    .map(|&k| tried[k])
+                    .collect();
+                // Cost-sensitive: a choice whose alternatives cost 1% more weighs 1; near-ties
+                // little (they teach nothing), large gaps at most 5.
+                let others = costs.iter().copied().filter(|&c| c > min + 1e-6 * min.abs().max(1.0));
+                let mean_other = {
+                    let v: Vec<f64> = others.filter(|c| c.is_finite()).collect();
+                    if v.is_empty() { min } else { v.iter().sum::<f64>() / v.len() as f64 }
+                };
+                let regret = if min > 0.0 { (mean_other - min) / min } else { 0.0 };
+                let weight = (regret * 100.0).clamp(0.05, 5.0) as f32;
+                steps.push(Step { rows: rows[..n * FEATURES].to_vec(), n, chosen: labels.clone(), weight });
+                match learner {
+                    Some(m) => {
+                        m.scores(rows, n, &mut scores);
+                        best_row(&scores)
+                    }
+                    None => labels[0],
+                }
+            });
+            if let Some(e) = failure.take() {
+                return Err(e);
+            }
+            sim.apply(&placements)?;
+        }
+        sim.step();
+    }
+    Ok(steps)
+}
+
+/// One sampled episode of the scorer: its steps (with the taken rows) and its objective.
+fn sampled_episode(
+    task: &ScorerTask,
+    ep: &Episode,
+    objective: Objective,
+    mlp: &Mlp,
+    greedy: &Greedy,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<Step>, f64), RlError> {
+    let mut steps = Vec::new();
+    let mut scores = Vec::new();
+    let c = simulate(task, ep, objective, &mut |view| {
+        decide_with(view, greedy, &mut |_, rows, n| {
+            mlp.scores(rows, n, &mut scores);
+            let top = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let w: Vec<f64> = scores.iter().map(|s| ((s - top) as f64).exp()).collect();
+            let total: f64 = w.iter().sum();
+            let mut u = rng.gen::<f64>() * total;
+            let mut pick = n - 1;
+            for (i, wi) in w.iter().enumerate() {
+                if u < *wi {
+                    pick = i;
+                    break;
+                }
+                u -= wi;
+            }
+            steps.push(Step { rows: rows[..n * FEATURES].to_vec(), n, chosen: vec![pick], weight: 1.0 });
+            pick
+        })
+    })?;
+    Ok((steps, c))
+}
+
+/// Padded batch of `steps`: inputs (steps x width x FEATURES), a 0 / [`PAD`] bias per row,
+/// and the width.
+fn batch(steps: &[&Step]) -> Result<(Tensor, Tensor, usize), RlError> {
+    let width = steps.iter().map(|s| s.n).max().unwrap_or(1).max(1);
+    let mut x = vec![0f32; steps.len() * width * FEATURES];
+    let mut bias = vec![PAD; steps.len() * width];
+    for (k, s) in steps.iter().enumerate() {
+        let at = k * width * FEATURES;
+        x[at..at + s.n * FEATURES].copy_from_slice(&s.rows[..s.n * FEATURES]);
+        bias[k * width..k * width + s.n].fill(0.0);
+    }
+    let x = Tensor::from_vec(x, (steps.len() * width, FEATURES), &Device::Cpu)?;
+    let bias = Tensor::from_vec(bias, (steps.len(), width), &Device::Cpu)?;
+    Ok((x, bias, width))
+}
+
+/// Log-probabilities (steps x width) of every row under `net`.
+fn log_probs(net: &PolicyNet, steps: &[&Step]) -> Result<(Tensor, usize), RlError> {
+    let (x, bias, width) = batch(steps)?;
+    let logits = net.logits(&x)?.reshape((steps.len(), width))?;
+    Ok((candle_nn::ops::log_softmax(&(logits + bias)?, D::Minus1)?, width))
+}
+
+/// Gradients of `loss` for `net`'s variables, in order.
+fn gradients(net: &PolicyNet, loss: &Tensor) -> Result<Vec<Tensor>, RlError> {
+    let store = loss.backward()?;
+    net.vars()
+        .iter()
+        .map(|v: &Var| Ok(store.get(v.as_tensor()).map(|g| g.detach()).unwrap_or(v.as_tensor().zeros_like()?)))
+        .collect()
+}
+
+/// One imitation update on `steps`: -log of the labelled rows' summed probability.
+fn imitation_update(net: &PolicyNet, opt: &mut Opt, steps: &[&Step]) -> Result<f64, RlError> {
+    let (logp, width) = log_probs(net, steps)?;
+    let mut label = vec![PAD; steps.len() * width];
+    for (k, s) in steps.iter().enumerate() {
+        for &c in &s.chosen {
+            label[k * width + c] = 0.0;
+        }
+    }
+    let label = Tensor::from_vec(label, (steps.len(), width), &Device::Cpu)?;
+    let w: Vec<f32> = steps.iter().map(|s| s.weight).collect();
+    let total: f32 = w.iter().sum::<f32>().max(1e-6);
+    let w = Tensor::from_vec(w, steps.len(), &Device::Cpu)?;
+    let loss = ((logp + label)?.log_sum_exp(D::Minus1)?.mul(&w)?.sum_all()? * (-1.0 / total as f64))?;
+    let value = loss.to_scalar::<f32>()? as f64;
+    opt.step(&gradients(net, &loss)?)?;
+    Ok(value)
+}
+
+/// One policy-gradient update: every step of an episode weighted by its advantage, plus
+/// `entropy` times the mean entropy of the choices.
+fn pg_update(net: &PolicyNet, opt: &mut Opt, steps: &[&Step], adv: &[f32], entropy: f64) -> Result<(), RlError> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let (logp, _) = log_probs(net, steps)?;
+    let idx: Vec<u32> = steps.iter().map(|s| s.chosen[0] as u32).collect();
+    let idx = Tensor::from_vec(idx, (steps.len(), 1), &Device::Cpu)?;
+    let chosen = logp.gather(&idx, 1)?.squeeze(1)?;
+    let adv = Tensor::from_slice(adv, steps.len(), &Device::Cpu)?;
+    let n = steps.len() as f64;
+    let mut loss = (chosen.mul(&adv)?.sum_all()? * (-1.0 / n))?;
+    if entropy > 0.0 {
+        // p log p is 0 on padding rows (p underflows to exactly 0).
+        let h = (logp.exp()?.mul(&logp)?.sum_all()? * (1.0 / n))?;
+        loss = (loss + (h * entropy)?)?;
+    }
+    opt.step(&gradients(net, &loss)?)
+}
+
+/// Trains a scorer on `task`. `on_iter` sees each policy-gradient iteration's statistics
+/// (mean sampled objective as the score) and returns false to stop.
+pub fn train(
+    task: &ScorerTask,
+    cfg: &TrainConfig,
+    recipe: &ScorerRecipe,
+    on_iter: &mut dyn FnMut(&IterStats) -> bool,
+) -> Result<(ScorerPolicy, ScorerReport, Vec<IterStats>), RlError> {
+    if task.train.is_empty() {
+        return Err(RlError::Config { field: "training", message: "no training job sets".into() });
+    }
+    let started = Instant::now();
+    let objective = cfg.objective;
+    let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
+    let mut report = ScorerReport::default();
+    let untrained = ScorerPolicy::new(net.snapshot()?)?;
+    if cfg.iterations == 0 {
+        return Ok((untrained, report, Vec::new()));
+    }
+    let greedy = Greedy::default();
+    // Validation scores are the mean over validation sets of (objective / the best rule's
+    // objective on that set), so short and long job sets weigh the same.
+    let mut rules: Vec<Box<dyn Policy>> = Vec::new();
+    for name in &recipe.experts {
+        rules.push(dqngpu_policy::by_name(name, cfg.seed)?);
+    }
+    let mut reference = vec![f64::INFINITY; task.validation.len()];
+    report.expert_validation = f64::INFINITY;
+    for rule in &rules {
+        let c = costs(task, &task.validation, objective, rule.as_ref())?;
+        for (r, v) in reference.iter_mut().zip(&c) {
+            *r = r.min(*v);
+        }
+        report.expert_validation = report.expert_validation.min(c.iter().sum::<f64>() / c.len().max(1) as f64);
+    }
+    let validate = |p: &dyn Policy| -> Result<f64, RlError> {
+        let c = costs(task, &task.validation, objective, p)?;
+        let n = c.len().max(1) as f64;
+        Ok(c.iter().zip(&reference).map(|(v, r)| if r.is_finite() && *r > 0.0 { v / r } else { 1.0 }).sum::<f64>() / n)
+    };
+    // The best single rule, on the same scale.
+    let mut best_rule = f64::INFINITY;
+    for rule in &rules {
+        best_rule = best_rule.min(validate(rule.as_ref())?);
+    }
+    report.expert_validation = best_rule;
+    report.untrained_validation = validate(&untrained)?;
+    let mut best = (report.untrained_validation, untrained, "untrained".to_string());
+
+    // 1. The teachers: on each training set, the rule with the lowest objective there.
+    let mut per_set: Vec<Vec<f64>> = Vec::new();
+    for rule in &rules {
+        let costs: Vec<f64> = task
+            .train
+            .par_iter()
+            .map(|ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))
+            .collect::<Result<_, _>>()?;
+        report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
+        per_set.push(costs);
+    }
+    let teacher_of: Vec<usize> = (0..task.train.len())
+        .map(|e| (0..rules.len()).min_by(|&a, &b| per_set[a][e].total_cmp(&per_set[b][e]).then(a.cmp(&b))).unwrap_or(0))
+        .collect();
+    let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
+    if !rules.is_empty() {
+        let mut counts: Vec<String> = Vec::new();
+        for (r, rule) in rules.iter().enumerate() {
+            let n = teacher_of.iter().filter(|&&t| t == r).count();
+            if n > 0 {
+                counts.push(format!("{} x{n}", rule.name()));
+            }
+        }
+        report.expert = counts.join(", ");
+        // 2. Imitation, with DAgger rounds.
+        let mut data: Vec<Step> = Vec::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1417);
+        for round in 0..=recipe.dagger_rounds {
+            let learner = if round == 0 { None } else { Some(Mlp::from_net(&net)?) };
+            let more: Vec<Vec<Step>> = task
+                .train
+                .par_iter()
+                .enumerate()
+                .map(|(e, ep)| imitation_episode(task, ep, rules[teacher_of[e]].as_ref(), learner.as_ref(), &greedy))
+                .collect::<Result<_, _>>()?;
+            data.extend(more.into_iter().flatten());
+            for _ in 0..recipe.imitation_epochs {
+                let mut order: Vec<usize> = (0..data.len()).collect();
+                for i in (1..order.len()).rev() {
+                    order.swap(i, rng.gen_range(0..=i));
+                }
+                for chunk in order.chunks(256) {
+                    let steps: Vec<&Step> = chunk.iter().map(|&i| &data[i]).collect();
+                    imitation_update(&net, &mut opt, &steps)?;
+                }
+            }
+        }
+        report.imitation_steps = data.len();
+        let imitated = ScorerPolicy::new(net.snapshot()?)?;
+        report.imitation_validation = validate(&imitated)?;
+        if report.imitation_validation <= best.0 {
+            best = (report.imitation_validation, imitated, "imitation".into());
+        }
+        // 2b. Expert iteration: look-ahead labels, then DAgger on them.
+        for round in 0..recipe.lookahead_rounds {
+            // The scorer plays the futures out once it beats every rule on validation.
+            let scorer_base = (best.0 < report.expert_validation && best.2 != "untrained").then(|| best.1.clone());
+            let prior = Mlp::from_net(&net)?;
+            let mut data: Vec<Step> = Vec::new();
+            for pass in 0..2 {
+                let learner = if pass == 0 { None } else { Some(Mlp::from_net(&net)?) };
+                let more: Vec<Vec<Step>> = task
+                    .train
+                    .par_iter()
+                    .enumerate()
+                    .map(|(e, ep)| {
+                        let base: &dyn Policy = match &scorer_base {
+                            Some(p) => p,
+                            None => rules[teacher_of[e]].as_ref(),
+                        };
+                        lookahead_episode(
+                            task,
+                            ep,
+                            objective,
+                            base,
+                            &prior,
+                            learner.as_ref(),
+                            &greedy,
+                            recipe.lookahead_top_k,
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                data.extend(more.into_iter().flatten());
+                for _ in 0..recipe.imitation_epochs {
+                    let mut order: Vec<usize> = (0..data.len()).collect();
+                    for i in (1..order.len()).rev() {
+                        order.swap(i, rng.gen_range(0..=i));
+                    }
+                    for chunk in order.chunks(256) {
+                        let steps: Vec<&Step> = chunk.iter().map(|&i| &data[i]).collect();
+                        imitation_update(&net, &mut opt, &steps)?;
+                    }
+                }
+            }
+            report.lookahead_steps += data.len();
+            let p = ScorerPolicy::new(net.snapshot()?)?;
+            let v = validate(&p)?;
+            report.lookahead_validation.push(v);
+            if v < best.0 {
+                best = (v, p, format!("lookahead {}", round + 1));
+            }
+        }
+    }
+
+    // 3. Policy gradient.
+    let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
+    let mut curve = Vec::new();
+    let sets = task.train.len();
+    let per_iter = cfg.jobsets_per_iter.clamp(1, sets);
+    let episodes = cfg.episodes.max(2);
+    for it in 0..cfg.iterations {
+        let mlp = Mlp::from_net(&net)?;
+        let window: Vec<usize> = (0..per_iter).map(|k| (it * per_iter + k) % sets).collect();
+        let jobs: Vec<(usize, usize)> = window.iter().flat_map(|&s| (0..episodes).map(move |e| (s, e))).collect();
+        let runs: Vec<(Vec<Step>, f64)> = jobs
+            .par_iter()
+            .map(|&(s, e)| {
+                let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add((it * 10_007 + s * 101 + e) as u64);
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                sampled_episode(task, &task.train[s], objective, &mlp, &greedy, &mut rng)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut steps: Vec<&Step> = Vec::new();
+        let mut adv: Vec<f32> = Vec::new();
+        for (k, _) in window.iter().enumerate() {
+            let group = &runs[k * episodes..(k + 1) * episodes];
+            let mean = group.iter().map(|r| r.1).sum::<f64>() / episodes as f64;
+            for (ep_steps, c) in group {
+                let a = if mean > 0.0 { ((mean - c) / mean) as f32 } else { 0.0 };
+                for s in ep_steps.iter().filter(|s| s.n > 1) {
+                    steps.push(s);
+                    adv.push(a);
+                }
+            }
+        }
+        let entropy = recipe.entropy * (1.0 - it as f64 / cfg.iterations as f64);
+        pg_update(&net, &mut opt, &steps, &adv, entropy)?;
+        let mean_score = runs.iter().map(|r| r.1).sum::<f64>() / runs.len() as f64;
+        let stats = IterStats {
+            iteration: it + 1,
+            mean_return: -mean_score,
+            mean_score,
+            mean_steps: runs.iter().map(|r| r.0.len()).sum::<usize>() as f64 / runs.len() as f64,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            lr: cfg.lr,
+        };
+        curve.push(stats.clone());
+        let last = it + 1 == cfg.iterations;
+        let go_on = on_iter(&stats);
+        if (it + 1) % recipe.validate_every.max(1) == 0 || last || !go_on {
+            let candidate = ScorerPolicy::new(net.snapshot()?)?;
+            let v = validate(&candidate)?;
+            if v < best.0 {
+                best = (v, candidate, format!("pg {}", it + 1));
+            }
+        }
+        if !go_on {
+            break;
+        }
+    }
+    report.final_validation = best.0;
+    report.kept = best.2;
+    Ok((best.1, report, curve))
+}
+
+/// The validation objective of `policy` on `task` (for reports and tests).
+pub fn validation_cost(task: &ScorerTask, objective: Objective, policy: &dyn Policy) -> Result<f64, RlError> {
+    mean_cost(task, &task.validation, objective, policy)
+}
