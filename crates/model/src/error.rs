@@ -56,6 +56,16 @@ pub enum ModelError {
         /// The names that would have been accepted.
         valid: Vec<String>,
     },
+    /// A name has a known form but a bad part (`generated:x`: the seed is not a number).
+    #[error("bad {what} `{name}`: {problem}")]
+    BadName {
+        /// What kind of name ("library", ...).
+        what: &'static str,
+        /// The name given.
+        name: String,
+        /// What is wrong with it, and what would be accepted.
+        problem: String,
+    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -75,7 +85,7 @@ impl ModelError {
 
     /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, ModelError::UnknownName { .. })
+        matches!(self, ModelError::UnknownName { .. } | ModelError::BadName { .. })
     }
 
     /// Attaches a path to an error that lacks one.

@@ -1,10 +1,12 @@
 //! App libraries: named sets of profiles that job sets draw from, with workload classes.
 //!
 //! Built in: `thesis` (the thesis's 11 apps on a Titan Xp) and `lucid` (65 measured RTX 3090
-//! configurations, compiled in from data/lucid/). A directory of profile files is a
+//! configurations, compiled in from data/lucid/). `generated:SEED[:COUNT]` generates apps
+//! spanning those two (for evaluation on unseen apps). A directory of profile files is a
 //! library too (`--library DIR`).
 
 mod dir;
+pub mod generated;
 pub mod lucid;
 pub mod thesis;
 
@@ -18,9 +20,18 @@ use crate::job::WorkloadClass;
 use crate::profile::AppProfile;
 
 pub use dir::read_dir_library;
+pub use generated::{generated, GENERATED_DEFAULT_COUNT, GENERATED_MAX_COUNT};
 
 /// Names of the built-in libraries.
 pub const BUILTIN: [&str; 2] = ["thesis", "lucid"];
+
+/// The generated libraries' name forms, listed beside [`BUILTIN`] to users.
+pub const GENERATED_FORMS: [&str; 2] = ["generated:SEED", "generated:SEED:COUNT"];
+
+/// Every library name form `resolve` accepts besides a directory, for error messages.
+pub fn valid_names() -> Vec<String> {
+    BUILTIN.iter().chain(GENERATED_FORMS.iter()).map(|s| s.to_string()).collect()
+}
 
 /// A named set of app profiles.
 #[derive(Debug, Clone)]
@@ -81,20 +92,30 @@ impl AppLibrary {
     }
 }
 
-/// A built-in library by name, or a directory of profile files.
+/// A built-in library by name, a generated one (`generated:SEED[:COUNT]`, any case, on the
+/// thesis's Titan Xp), or a directory of profile files.
 pub fn resolve(name_or_dir: &str) -> Result<AppLibrary> {
     match name_or_dir {
         "thesis" => Ok(thesis::library()),
         "lucid" => lucid::library(None),
         other => {
+            if let Some((seed, count)) = generated::parse_name(other)? {
+                return generated(seed, count, &crate::gpu::lookup(thesis::GPU_KEY)?);
+            }
             let p = Path::new(other);
             if p.is_dir() {
                 read_dir_library(p)
+            } else if other.trim().eq_ignore_ascii_case(generated::PREFIX) {
+                Err(ModelError::BadName {
+                    what: "library",
+                    name: other.to_string(),
+                    problem: "the seed is missing; write generated:SEED or generated:SEED:COUNT".into(),
+                })
             } else {
                 Err(ModelError::UnknownName {
                     what: "library (a built-in name or a directory)",
                     name: other.to_string(),
-                    valid: BUILTIN.iter().map(|s| s.to_string()).collect(),
+                    valid: valid_names(),
                 })
             }
         }
