@@ -1,5 +1,6 @@
-//! `dqngpu train` with the real binary: the slowdown guard's flag reaches the checkpoint,
-//! and a bad value is refused naming the flag.
+//! `dqngpu train` with the real binary: the thesis agent's slowdown guard reaches the
+//! checkpoint, a bad value is refused naming the flag, and the default scorer trains, saves,
+//! loads and places.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -17,7 +18,8 @@ fn test_dir(name: &str) -> PathBuf {
 
 fn train(dir: &Path, guard: &str) -> Output {
     Command::new(BIN)
-        .args(["train", "--agent", "dqngpu", "--iterations", "1", "--jobsets", "1", "--jobsets-per-iter", "1"])
+        .args(["train", "--agent", "dqngpu", "--algorithm", "thesis", "--iterations", "1", "--jobsets", "1"])
+        .args(["--jobsets-per-iter", "1"])
         .args(["--episodes", "1", "--quiet", "--max-slowdown", guard, "-o"])
         .arg(dir.join("m.safetensors"))
         .output()
@@ -99,8 +101,8 @@ fn zero_iterations_write_an_untrained_model_that_simulate_runs() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("untrained"));
     let meta0: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m0.json")).unwrap()).unwrap();
     assert_eq!(meta0["iterations_done"], 0);
-    // A trained model's metadata: the same encoding (masks, guard) and layers.
-    let o = train(&d, "2");
+    // A trained model's metadata: the same encoding and layers.
+    let o = scorer(&d, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let meta1: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
     assert_eq!(meta0["encoding"], meta1["encoding"]);
@@ -117,6 +119,55 @@ fn zero_iterations_write_an_untrained_model_that_simulate_runs() {
     assert_eq!(r["jobs"].as_array().unwrap().len(), 120);
     assert!(r["mean_jct_s"].as_f64().unwrap() > 0.0, "{}", r["mean_jct_s"]);
     assert!(r["liveness_starts"].as_u64().is_some());
+}
+
+/// The default scorer, trained small: one library, short job sets.
+fn scorer(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["train", "--iterations", "1", "--library", "thesis", "--jobsets", "2", "--jobs", "6"])
+        .args(["--episodes", "2", "--jobsets-per-iter", "1", "--workload", "gpu_light", "--quiet"])
+        .args(extra)
+        .arg("-o")
+        .arg(dir.join("m.safetensors"))
+        .output()
+        .unwrap()
+}
+
+/// Issue 10 item 4: `train` (default algorithm) writes a scorer checkpoint that says what it
+/// was trained on, and `simulate` places with it on a cluster and library it never saw.
+#[test]
+fn the_default_scorer_trains_saves_and_places_on_unseen_apps() {
+    let d = test_dir("scorer");
+    let o = scorer(&d, &["--max-slowdown", "10"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("teachers"), "{err}");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    assert_eq!(meta["encoding"]["kind"], "scorer", "{meta}");
+    assert_eq!(meta["agent"], "dqngpu");
+    let on = meta["trained_on"].as_str().unwrap_or_default();
+    assert!(on.contains("budget 10") && on.contains("libraries thesis"), "{on}");
+    let o = Command::new(BIN)
+        .args(["simulate", "--workload", "random", "--library", "generated:1001", "--n-jobs", "12"])
+        .args(["--gpus", "2xtitanxp:1", "--arrival-rate", "0.05", "--scheduler", "dqngpu", "--format", "json"])
+        .arg("--model")
+        .arg(d.join("m.safetensors"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["completed"], true);
+    assert_eq!(r["jobs"].as_array().unwrap().len(), 12);
+}
+
+#[test]
+fn an_unknown_algorithm_is_refused_with_the_valid_ones() {
+    let d = test_dir("algo");
+    let o = scorer(&d, &["--algorithm", "magic"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("magic") && err.contains("scorer") && err.contains("thesis"), "{err}");
+    assert!(!d.join("m.safetensors").exists());
 }
 
 /// A model path that cannot be saved is refused before any training: the paper's DeepRM

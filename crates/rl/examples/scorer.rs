@@ -24,7 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let jobs: usize = a.get(4).map_or(Ok(30), |s| s.parse())?;
     let library = Arc::new(dqngpu_model::library::resolve(a.get(5).map_or("thesis", String::as_str))?);
     let arrivals = if rate > 0.0 { Arrivals::Poisson { rate_per_s: rate } } else { Arrivals::AllAtZero };
-    let interference: Arc<dyn dqngpu_interference::Interference> = Arc::from(dqngpu_interference::by_name("contention")?);
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention")?);
     let draw = |class: WorkloadClass, seed: u64| -> Result<JobSet, Box<dyn std::error::Error>> {
         Ok(dqngpu_sim::draw(&library, class, jobs, seed, arrivals)?)
     };
@@ -38,7 +39,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for s in 500..510u64 {
         val.push(ep(draw(classes[s as usize % 5], s)?));
     }
-    let task = ScorerTask { train: train_eps, validation: val, interference: interference.clone(), config: SimConfig::default() };
+    let task = ScorerTask {
+        train: train_eps,
+        validation: val,
+        interference: interference.clone(),
+        config: SimConfig::default(),
+    };
     let cfg = TrainConfig {
         iterations,
         episodes: 8,
@@ -59,13 +65,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("TOPK") {
         recipe.lookahead_top_k = v.parse()?;
     }
-    let (policy, report, curve) = train::train(&task, &cfg, &recipe, &mut |s| {
-        if s.iteration % 5 == 0 {
-            eprintln!("iter {} sampled {:.1} ({:.1} s)", s.iteration, s.mean_score, s.elapsed_s);
+    let policy: Box<dyn Policy> = match std::env::var("MODEL") {
+        Ok(m) => dqngpu_rl::policy_by_name("dqngpu", Some(std::path::Path::new(&m)), 1)?,
+        Err(_) => {
+            let (policy, report, curve) = train::train(&task, &cfg, &recipe, &mut |s| {
+                if s.iteration % 5 == 0 {
+                    eprintln!("iter {} sampled {:.1} ({:.1} s)", s.iteration, s.mean_score, s.elapsed_s);
+                }
+                true
+            })?;
+            eprintln!("trained in {:.1} s, {} iterations; {report:?}", t.elapsed().as_secs_f64(), curve.len());
+            Box::new(policy)
         }
-        true
-    })?;
-    eprintln!("trained in {:.1} s, {} iterations; {report:?}", t.elapsed().as_secs_f64(), curve.len());
+    };
+    let library = match std::env::var("EVAL_LIB") {
+        Ok(name) => Arc::new(dqngpu_model::library::resolve(&name)?),
+        Err(_) => library.clone(),
+    };
+    let draw = |class: WorkloadClass, seed: u64| -> Result<JobSet, Box<dyn std::error::Error>> {
+        Ok(dqngpu_sim::draw(&library, class, jobs, seed, arrivals)?)
+    };
     let rules = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
     println!("{:10} {:12} {:>9} {:>9} {:>7}", "class", "scheduler", "jct", "makespan", "slow10");
     for class in classes {
@@ -85,11 +104,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for r in rules {
             run(r, dqngpu_policy::by_name(r, 1)?.as_ref())?;
         }
-        run("dqngpu", &policy)?;
+        run("dqngpu", policy.as_ref())?;
         let bj = rows[..rules.len()].iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
         let bm = rows[..rules.len()].iter().map(|r| r.2).fold(f64::INFINITY, f64::min);
         for (n, j, m, s) in &rows {
-            println!("{:10} {:12} {:9.1} {:9.1} {:7.1}  jct/best {:.3} mk/best {:.3}", class.name(), n, j, m, s, j / bj, m / bm);
+            println!(
+                "{:10} {:12} {:9.1} {:9.1} {:7.1}  jct/best {:.3} mk/best {:.3}",
+                class.name(),
+                n,
+                j,
+                m,
+                s,
+                j / bj,
+                m / bm
+            );
         }
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! `dqngpu train`: train DqnGPU or DeepRM Max / Mean on the simulator over the thesis library.
+//! `dqngpu train`: train DqnGPU (the generalising scorer by default, or the thesis's image
+//! agent with `--algorithm thesis`) or DeepRM Max / Mean on the simulator.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,19 +13,39 @@ use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
 use dqngpu_rl::reinforce::{Objective, TrainConfig};
 
+/// The scorer's default training libraries: the thesis's apps and six generated libraries.
+pub const DEFAULT_SCORER_LIBRARIES: &str =
+    "thesis,generated:1,generated:2,generated:3,generated:4,generated:5,generated:6";
+
 /// Arguments.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// Agent: dqngpu, deeprm-max or deeprm-mean (any case).
     #[arg(long, default_value = "dqngpu")]
     agent: AgentKind,
+    /// How dqngpu learns: `scorer` (a candidate scorer over usage features with weights shared
+    /// across jobs and GPUs; imitation of the best rule, look-ahead expert iteration, policy
+    /// gradient; docs/RL.md) or `thesis` (the thesis's image state, combination actions and
+    /// REINFORCE, as published). DeepRM Max / Mean always use `thesis`.
+    #[arg(long, default_value = "scorer")]
+    algorithm: String,
     /// Workload class of the training job sets (gpu_heavy, gpu_light, mem_heavy, mem_light,
     /// random), or `all` to cycle through the five.
     #[arg(long, default_value = "all")]
     workload: String,
-    /// App library: `thesis`, `lucid` or a directory of profiles.
-    #[arg(long, default_value = "thesis")]
-    library: String,
+    /// App libraries, comma-separated: `thesis`, `lucid`, `generated:SEED[:COUNT]` or a
+    /// directory of profiles. Default: `thesis` and `generated:1` to `generated:6` for the
+    /// scorer (apps of every shape, so it places apps it never saw), `thesis` for
+    /// `--algorithm thesis`.
+    #[arg(long)]
+    library: Option<String>,
+    /// Jobs per training job set.
+    #[arg(long, default_value_t = gpu::JOBS_PER_SET)]
+    jobs: usize,
+    /// Poisson arrivals at this rate (jobs/s) in the training job sets (scorer only); default:
+    /// all jobs at t = 0, the thesis's setting.
+    #[arg(long)]
+    arrival_rate: Option<f64>,
     /// Cluster, e.g. `titanxp:1` or `4xtitanxp:2`.
     #[arg(long, default_value = "titanxp:1")]
     gpus: String,
@@ -38,24 +59,25 @@ pub struct Args {
     /// Iterations; 0 writes the untrained model (initial weights, same architecture and masks).
     #[arg(long, default_value_t = 60)]
     iterations: usize,
-    /// Training job sets (30 jobs each, drawn with seeds SEED*1000 + i).
-    #[arg(long, default_value_t = 10)]
-    jobsets: usize,
+    /// Training job sets: per library for the scorer (default 5; seeds 100000 + SEED*1000 +
+    /// i), in all for `thesis` (default 10; seeds SEED*1000 + i).
+    #[arg(long)]
+    jobsets: Option<usize>,
     /// Job sets per iteration.
     #[arg(long, default_value_t = 2)]
     jobsets_per_iter: usize,
     /// Episodes per job set per iteration (the baseline's N).
     #[arg(long, default_value_t = 8)]
     episodes: usize,
-    /// Learning rate.
-    #[arg(long, default_value_t = 3e-3)]
-    lr: f64,
+    /// Learning rate (default 1e-3 for the scorer, 3e-3 for `thesis`).
+    #[arg(long)]
+    lr: Option<f64>,
     /// Optimiser.
     #[arg(long, value_enum, ignore_case = true, default_value_t = OptimizerKind::Adam)]
     optimizer: OptimizerKind,
-    /// Hidden layer sizes, comma-separated.
-    #[arg(long, default_value = "20", value_delimiter = ',')]
-    hidden: Vec<usize>,
+    /// Hidden layer sizes, comma-separated (default 32,16 for the scorer, 20 for `thesis`).
+    #[arg(long, value_delimiter = ',')]
+    hidden: Option<Vec<usize>>,
     /// Waiting-job slots M.
     #[arg(long, default_value_t = 5)]
     slots: usize,
@@ -68,8 +90,10 @@ pub struct Args {
     /// Cells per resource in the images.
     #[arg(long, default_value_t = 10)]
     res_slots: usize,
-    /// Slowdown guard: mask out groups predicted (contention model) to slow any job on the GPU
-    /// by more than this many percent, or `off` (the thesis's agent). Default: 2 for dqngpu,
+    /// Slowdown budget. Scorer: the simulator's budget for every policy (`simulate
+    /// --max-slowdown`), applied in training as it will be in use; default off. `thesis`:
+    /// DqnGPU's own guard, masking groups predicted (contention model) to slow any job on the
+    /// GPU by more than this many percent, or `off` (the thesis's agent); default 2 for dqngpu,
     /// off for deeprm-max / deeprm-mean.
     #[arg(long, value_name = "PCT|off")]
     max_slowdown: Option<String>,
@@ -95,6 +119,33 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Before training: a run must not end in "cannot save".
     checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
     let agent = a.agent;
+    let scorer = match a.algorithm.trim().to_ascii_lowercase().as_str() {
+        "scorer" => agent == AgentKind::Dqngpu,
+        "thesis" => false,
+        other => {
+            return Err(dqngpu_model::ModelError::UnknownName {
+                what: "algorithm",
+                name: other.to_string(),
+                valid: vec!["scorer".into(), "thesis".into()],
+            }
+            .into())
+        }
+    };
+    if scorer {
+        return run_scorer(a);
+    }
+    if a.jobs != gpu::JOBS_PER_SET {
+        anyhow::bail!(
+            "--jobs sizes the scorer's job sets; `--algorithm thesis` trains on sets of {}",
+            gpu::JOBS_PER_SET
+        );
+    }
+    if a.arrival_rate.is_some() {
+        anyhow::bail!(
+            "--arrival-rate trains the scorer only; `--algorithm thesis` trains on job sets with all jobs at t = 0"
+        );
+    }
+    let library_name = a.library.clone().unwrap_or_else(|| "thesis".into());
     let classes: Vec<WorkloadClass> =
         if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };
     let optimizer = a.optimizer;
@@ -104,7 +155,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         valid: Objective::NAMES.iter().map(|s| s.to_string()).collect(),
     })?;
 
-    let library = dqngpu_model::library::resolve(&a.library)?;
+    let library = dqngpu_model::library::resolve(&library_name)?;
     let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&a.interference)?);
@@ -128,15 +179,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         iterations: a.iterations,
         episodes: a.episodes,
         jobsets_per_iter: a.jobsets_per_iter,
-        lr: a.lr,
+        lr: a.lr.unwrap_or(3e-3),
         optimizer,
         gamma: 1.0,
-        hidden: a.hidden.clone(),
+        hidden: a.hidden.clone().unwrap_or_else(|| vec![20]),
         max_steps: 5000,
         seed: a.seed,
         objective,
     };
-    let sets = gpu::training_sets(&library, &classes, a.jobsets, a.seed)?;
+    let n_sets = a.jobsets.unwrap_or(10);
+    let sets = gpu::training_sets(&library, &classes, n_sets, a.seed)?;
     let progress = TrainProgress::new(a.iterations, "makespan_s", !a.quiet);
     let started = std::time::Instant::now();
     let (policy, curve) = gpu::train(&enc, &cluster, &library, interference, sets, &cfg, &mut |s, _| {
@@ -154,14 +206,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         train: cfg,
         trained_on: format!(
             "library {}, classes {}, cluster {}, interference {}, {} job sets of {} jobs (seeds {}..{})",
-            a.library,
+            library_name,
             class_names.join("+"),
             a.gpus,
             a.interference,
-            a.jobsets,
+            n_sets,
             gpu::JOBS_PER_SET,
             gpu::train_set_seed(a.seed, 0),
-            gpu::train_set_seed(a.seed, a.jobsets.saturating_sub(1)),
+            gpu::train_set_seed(a.seed, n_sets.saturating_sub(1)),
         ),
         iterations_done: curve.len(),
         train_wall_s: wall,
@@ -183,6 +235,126 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "trained {} for {} iterations in {wall:.1} s; training makespan {first:.0} s -> {last:.0} s; wrote {}",
         agent.name(),
         curve.len(),
+        a.output.display()
+    );
+    Ok(())
+}
+
+/// The scorer's training: job sets from every library on the cluster, validation sets beside
+/// them, the simulator's budget when one is given.
+fn run_scorer(a: Args) -> anyhow::Result<()> {
+    use dqngpu_rl::scorer::train::{self as st, ScorerRecipe, ScorerTask};
+    let classes: Vec<WorkloadClass> =
+        if a.workload == "all" { WorkloadClass::ALL.to_vec() } else { vec![a.workload.parse::<WorkloadClass>()?] };
+    let objective = Objective::from_name(&a.objective).ok_or_else(|| dqngpu_model::ModelError::UnknownName {
+        what: "objective",
+        name: a.objective.clone(),
+        valid: Objective::NAMES.iter().map(|s| s.to_string()).collect(),
+    })?;
+    let library_names = a.library.clone().unwrap_or_else(|| DEFAULT_SCORER_LIBRARIES.into());
+    let jobsets = a.jobsets.unwrap_or(5);
+    let mut libraries = Vec::new();
+    for name in library_names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        libraries.push(Arc::new(dqngpu_model::library::resolve(name).with_context(|| format!("--library {name}"))?));
+    }
+    if libraries.is_empty() {
+        anyhow::bail!("--library: no library named");
+    }
+    let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name(&a.interference)?);
+    let arrivals = match a.arrival_rate {
+        None => dqngpu_sim::Arrivals::AllAtZero,
+        Some(r) if r.is_finite() && r > 0.0 => dqngpu_sim::Arrivals::Poisson { rate_per_s: r },
+        Some(r) => anyhow::bail!("--arrival-rate: expected a positive rate in jobs per second, got {r}"),
+    };
+    let mut config = dqngpu_sim::SimConfig::default();
+    if let Some(s) = a.max_slowdown.as_deref() {
+        config.max_slowdown = super::parse_max_slowdown(s)?;
+    }
+    if a.jobs == 0 || jobsets == 0 {
+        anyhow::bail!("--jobs and --jobsets must be at least 1");
+    }
+    let train = st::episodes(&libraries, &cluster, &classes, a.jobs, arrivals, jobsets, st::train_seed_base(a.seed))?;
+    let validation = st::episodes(
+        &libraries,
+        &cluster,
+        &classes,
+        a.jobs,
+        arrivals,
+        2 * classes.len(),
+        st::validation_seed_base(a.seed),
+    )?;
+    let task = ScorerTask { train, validation, interference, config };
+    let cfg = TrainConfig {
+        iterations: a.iterations,
+        episodes: a.episodes,
+        jobsets_per_iter: a.jobsets_per_iter,
+        lr: a.lr.unwrap_or(1e-3),
+        optimizer: a.optimizer,
+        gamma: 1.0,
+        hidden: a.hidden.clone().unwrap_or_else(|| vec![32, 16]),
+        max_steps: 5000,
+        seed: a.seed,
+        objective,
+    };
+    let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
+    let started = std::time::Instant::now();
+    let (policy, report, curve) = st::train(&task, &cfg, &ScorerRecipe::default(), &mut |s| {
+        progress.update(s);
+        a.time_limit_s.is_none_or(|l| started.elapsed().as_secs_f64() < l)
+    })?;
+    progress.finish();
+    let wall = started.elapsed().as_secs_f64();
+    let class_names: Vec<&str> = classes.iter().map(|c| c.name()).collect();
+    let base = st::train_seed_base(a.seed);
+    let meta = CheckpointMeta {
+        format: FORMAT_VERSION,
+        agent: AgentKind::Dqngpu.name().into(),
+        encoding: Encoding::Scorer(dqngpu_rl::scorer::ScorerSpec::default()),
+        hidden: cfg.hidden.clone(),
+        train: cfg,
+        trained_on: format!(
+            "libraries {library_names}, classes {}, cluster {}, interference {}, {} job sets of {} jobs per library \
+             (seeds {base}..{}), arrivals {}, budget {}; teachers {}; validation (objective / best rule's, 1 = as \
+             good): best rule {:.4}, untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
+            class_names.join("+"),
+            a.gpus,
+            a.interference,
+            jobsets,
+            a.jobs,
+            base + jobsets as u64 - 1,
+            a.arrival_rate.map_or("all at t = 0".to_string(), |r| format!("Poisson {r}/s")),
+            a.max_slowdown.as_deref().unwrap_or("off"),
+            report.expert,
+            report.expert_validation,
+            report.untrained_validation,
+            report.imitation_validation,
+            report.final_validation,
+            report.kept,
+        ),
+        iterations_done: curve.len(),
+        train_wall_s: wall,
+        schedule: None,
+        selection: None,
+    };
+    checkpoint::save(&a.output, policy.net(), &meta).with_context(|| format!("saving {}", a.output.display()))?;
+    if let Some(path) = &a.curve {
+        write_curve(path, &curve)?;
+    }
+    if a.iterations == 0 {
+        eprintln!("wrote an untrained dqngpu scorer (no training) to {}", a.output.display());
+        return Ok(());
+    }
+    eprintln!(
+        "trained the dqngpu scorer in {wall:.1} s (teachers: {}); validation {} / the best rule's per set: kept \
+         {:.3} ({}), the best single rule {:.3}, untrained {:.3}; wrote {}",
+        report.expert,
+        a.objective,
+        report.final_validation,
+        report.kept,
+        report.expert_validation,
+        report.untrained_validation,
         a.output.display()
     );
     Ok(())

@@ -183,10 +183,8 @@ fn mean_cost(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &
     if eps.is_empty() {
         return Ok(f64::NAN);
     }
-    let costs: Vec<f64> = eps
-        .par_iter()
-        .map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v)))
-        .collect::<Result<_, _>>()?;
+    let costs: Vec<f64> =
+        eps.par_iter().map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v))).collect::<Result<_, _>>()?;
     Ok(costs.iter().sum::<f64>() / costs.len() as f64)
 }
 
@@ -321,7 +319,8 @@ fn lookahead_episode(
                 }
                 let min = costs.iter().copied().fold(f64::INFINITY, f64::min);
                 // Near-ties on the objective go to the better other metric.
-                let near: Vec<usize> = (0..tried.len()).filter(|&k| costs[k] <= min * (1.0 + NEAR_TIE) + 1e-9).collect();
+                let near: Vec<usize> =
+                    (0..tried.len()).filter(|&k| costs[k] <= min * (1.0 + NEAR_TIE) + 1e-9).collect();
                 let min2 = near.iter().map(|&k| second[k]).fold(f64::INFINITY, f64::min);
                 let labels: Vec<usize> = near
                     .iter()
@@ -333,7 +332,11 @@ fn lookahead_episode(
                 let others = costs.iter().copied().filter(|&c| c > min + 1e-6 * min.abs().max(1.0));
                 let mean_other = {
                     let v: Vec<f64> = others.filter(|c| c.is_finite()).collect();
-                    if v.is_empty() { min } else { v.iter().sum::<f64>() / v.len() as f64 }
+                    if v.is_empty() {
+                        min
+                    } else {
+                        v.iter().sum::<f64>() / v.len() as f64
+                    }
                 };
                 let regret = if min > 0.0 { (mean_other - min) / min } else { 0.0 };
                 let weight = (regret * 100.0).clamp(0.05, 5.0) as f32;
@@ -678,4 +681,40 @@ pub fn train(
 /// The validation objective of `policy` on `task` (for reports and tests).
 pub fn validation_cost(task: &ScorerTask, objective: Objective, policy: &dyn Policy) -> Result<f64, RlError> {
     mean_cost(task, &task.validation, objective, policy)
+}
+
+/// First seed of the scorer's training job sets under `seed`: 100,000 + 1,000 x seed (set `i`
+/// adds `i`), so never an evaluation seed of the experiment (1000..) or of `simulate` examples.
+pub fn train_seed_base(seed: u64) -> u64 {
+    100_000u64.wrapping_add(seed.wrapping_mul(1000))
+}
+
+/// First seed of the scorer's validation job sets under `seed` (200,000 + 1,000 x seed).
+pub fn validation_seed_base(seed: u64) -> u64 {
+    200_000u64.wrapping_add(seed.wrapping_mul(1000))
+}
+
+/// `count` episodes per library on `cluster`: set `i` of class `classes[i % len]`, drawn with
+/// seed `first_seed + i` (the same seeds for every library).
+pub fn episodes(
+    libraries: &[Arc<AppLibrary>],
+    cluster: &ClusterSpec,
+    classes: &[dqngpu_model::WorkloadClass],
+    jobs: usize,
+    arrivals: dqngpu_sim::Arrivals,
+    count: usize,
+    first_seed: u64,
+) -> Result<Vec<Episode>, RlError> {
+    if classes.is_empty() {
+        return Err(RlError::Config { field: "workload", message: "no workload class to train on".into() });
+    }
+    let mut out = Vec::with_capacity(libraries.len() * count);
+    for library in libraries {
+        for i in 0..count {
+            let class = classes[i % classes.len()];
+            let set = dqngpu_sim::draw(library, class, jobs, first_seed.wrapping_add(i as u64), arrivals)?;
+            out.push(Episode { cluster: cluster.clone(), library: library.clone(), set });
+        }
+    }
+    Ok(out)
 }
