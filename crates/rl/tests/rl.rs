@@ -320,7 +320,8 @@ fn slowdown_guard_predicts_what_the_simulator_measures() {
 
 /// Issue 10, liveness: every simulation of every policy finishes, whatever the job set, the
 /// cluster and the arrivals: heuristics, a policy that never places anything, and untrained
-/// agents (random weights, with and without the slowdown guard) included.
+/// agents (random weights: the thesis agent with and without the slowdown guard, DeepRM Max,
+/// the scorer) included.
 mod liveness {
     use super::*;
     use dqngpu_model::{ClusterView, Placement, Policy};
@@ -337,7 +338,7 @@ mod liveness {
     }
 
     const CLUSTERS: [&str; 4] = ["titanxp:1", "titanxp:2", "2xtitanxp:2", "titanxp,rtx3090:1"];
-    const AGENTS: usize = 4;
+    const AGENTS: usize = 5;
 
     fn policy(i: usize, seed: u64) -> Box<dyn Policy> {
         let untrained = |enc: GpuEncoding| {
@@ -349,6 +350,7 @@ mod liveness {
             1 => untrained(GpuEncoding::new(AgentKind::Dqngpu)),
             2 => untrained(GpuEncoding { guard: None, ..GpuEncoding::new(AgentKind::Dqngpu) }),
             3 => untrained(GpuEncoding::new(AgentKind::DeeprmMax)),
+            4 => Box::new(dqngpu_rl::scorer::ScorerPolicy::untrained(&[32, 16], seed).unwrap()),
             _ => dqngpu_policy::by_name(dqngpu_policy::NAMES[i - AGENTS], seed).unwrap(),
         }
     }

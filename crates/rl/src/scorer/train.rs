@@ -178,16 +178,6 @@ fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &dyn 
     eps.par_iter().map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v))).collect()
 }
 
-/// Mean objective of `policy` (a plain rule or a scorer) over `eps`, in parallel.
-fn mean_cost(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &dyn Policy) -> Result<f64, RlError> {
-    if eps.is_empty() {
-        return Ok(f64::NAN);
-    }
-    let costs: Vec<f64> =
-        eps.par_iter().map(|ep| simulate(task, ep, objective, &mut |v| policy.decide(v))).collect::<Result<_, _>>()?;
-    Ok(costs.iter().sum::<f64>() / costs.len() as f64)
-}
-
 /// Imitation steps of one episode: `teacher` labels each decision; the teacher drives
 /// (`learner` None) or the learner does (DAgger).
 fn imitation_episode(
@@ -486,30 +476,14 @@ pub fn train(
     let greedy = Greedy::default();
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
-    let mut rules: Vec<Box<dyn Policy>> = Vec::new();
-    for name in &recipe.experts {
-        rules.push(dqngpu_policy::by_name(name, cfg.seed)?);
-    }
-    let mut reference = vec![f64::INFINITY; task.validation.len()];
+    let rules = rules_of(recipe, cfg.seed)?;
+    let reference = reference_costs(task, objective, &rules)?;
+    let validate = |p: &dyn Policy| normalised(task, objective, &reference, p);
+    // The best single rule, on the same scale.
     report.expert_validation = f64::INFINITY;
     for rule in &rules {
-        let c = costs(task, &task.validation, objective, rule.as_ref())?;
-        for (r, v) in reference.iter_mut().zip(&c) {
-            *r = r.min(*v);
-        }
-        report.expert_validation = report.expert_validation.min(c.iter().sum::<f64>() / c.len().max(1) as f64);
+        report.expert_validation = report.expert_validation.min(validate(rule.as_ref())?);
     }
-    let validate = |p: &dyn Policy| -> Result<f64, RlError> {
-        let c = costs(task, &task.validation, objective, p)?;
-        let n = c.len().max(1) as f64;
-        Ok(c.iter().zip(&reference).map(|(v, r)| if r.is_finite() && *r > 0.0 { v / r } else { 1.0 }).sum::<f64>() / n)
-    };
-    // The best single rule, on the same scale.
-    let mut best_rule = f64::INFINITY;
-    for rule in &rules {
-        best_rule = best_rule.min(validate(rule.as_ref())?);
-    }
-    report.expert_validation = best_rule;
     report.untrained_validation = validate(&untrained)?;
     let mut best = (report.untrained_validation, untrained, "untrained".to_string());
 
@@ -659,7 +633,7 @@ pub fn train(
             elapsed_s: started.elapsed().as_secs_f64(),
             lr: cfg.lr,
         };
-        curve.push(stats.clone());
+        curve.push(stats);
         let last = it + 1 == cfg.iterations;
         let go_on = on_iter(&stats);
         if (it + 1) % recipe.validate_every.max(1) == 0 || last || !go_on {
@@ -678,9 +652,40 @@ pub fn train(
     Ok((best.1, report, curve))
 }
 
-/// The validation objective of `policy` on `task` (for reports and tests).
-pub fn validation_cost(task: &ScorerTask, objective: Objective, policy: &dyn Policy) -> Result<f64, RlError> {
-    mean_cost(task, &task.validation, objective, policy)
+/// The recipe's rules, resolved.
+fn rules_of(recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, RlError> {
+    recipe.experts.iter().map(|name| Ok(dqngpu_policy::by_name(name, seed)?)).collect()
+}
+
+/// The lowest objective any of `rules` reaches on each validation set.
+fn reference_costs(task: &ScorerTask, objective: Objective, rules: &[Box<dyn Policy>]) -> Result<Vec<f64>, RlError> {
+    let mut reference = vec![f64::INFINITY; task.validation.len()];
+    for rule in rules {
+        for (r, v) in reference.iter_mut().zip(costs(task, &task.validation, objective, rule.as_ref())?) {
+            *r = r.min(v);
+        }
+    }
+    Ok(reference)
+}
+
+/// Mean over the validation sets of `policy`'s objective / `reference`.
+fn normalised(task: &ScorerTask, objective: Objective, reference: &[f64], policy: &dyn Policy) -> Result<f64, RlError> {
+    let c = costs(task, &task.validation, objective, policy)?;
+    let n = c.len().max(1) as f64;
+    Ok(c.iter().zip(reference).map(|(v, r)| if r.is_finite() && *r > 0.0 { v / r } else { 1.0 }).sum::<f64>() / n)
+}
+
+/// The validation score training reports for `policy`: the mean over `task`'s validation sets
+/// of its objective divided by the best of the recipe's rules there (1.0: as good as the best
+/// rule on every set).
+pub fn validation_score(
+    task: &ScorerTask,
+    objective: Objective,
+    recipe: &ScorerRecipe,
+    policy: &dyn Policy,
+) -> Result<f64, RlError> {
+    let reference = reference_costs(task, objective, &rules_of(recipe, 0)?)?;
+    normalised(task, objective, &reference, policy)
 }
 
 /// First seed of the scorer's training job sets under `seed`: 100,000 + 1,000 x seed (set `i`

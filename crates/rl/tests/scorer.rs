@@ -1,0 +1,197 @@
+//! The generalising DqnGPU scorer: the rows it is offered, its two memory rules, its network
+//! read as plain arrays, and what training keeps.
+
+use std::sync::Arc;
+
+use dqngpu_model::{gpu, AppInfo, AppProfile, ClusterSpec, ClusterView, GpuState, QueuedJob, Resources, RunningJob};
+use dqngpu_policy::Greedy;
+use dqngpu_rl::net::{Head, PolicyNet};
+use dqngpu_rl::reinforce::{Objective, TrainConfig};
+use dqngpu_rl::scorer::features::{Round, FEATURES, NAMES};
+use dqngpu_rl::scorer::train::{self, ScorerRecipe, ScorerTask};
+use dqngpu_rl::scorer::Mlp;
+
+/// A profile of 1 s samples: `(seconds, util %, memory MiB)` phases.
+fn phased(name: &str, phases: &[(usize, f64, f64)]) -> Arc<AppProfile> {
+    let mut s = Vec::new();
+    for &(secs, util, mem) in phases {
+        s.extend(std::iter::repeat_n(Resources::new(util, mem, util, 100.0), secs));
+    }
+    Arc::new(AppProfile::new(AppInfo { name: name.into(), ..Default::default() }, 1.0, s).unwrap())
+}
+
+fn queued(id: u64, p: &Arc<AppProfile>) -> QueuedJob {
+    QueuedJob { id, app: p.app.name.clone(), profile: p.clone(), submit_s: 0.0, restarts: 0, avoid_apps: vec![] }
+}
+
+fn titanxp(running: Vec<RunningJob>) -> GpuState {
+    GpuState { node: "n".into(), index: 0, spec: gpu::lookup("titanxp").unwrap(), running, measured: None }
+}
+
+fn running(id: u64, p: &Arc<AppProfile>) -> RunningJob {
+    RunningJob { id, profile: p.clone(), progress_s: 0.0, started_s: 0.0 }
+}
+
+/// The (job id, GPU) of every row, hold as None.
+fn pairs(round: &Round<'_>, view: &ClusterView<'_>, n: usize) -> Vec<Option<(u64, usize)>> {
+    (0..n).map(|r| round.pair(r).map(|(i, g)| (view.queue[i].id, g))).collect()
+}
+
+#[test]
+fn rows_are_the_legal_pairs_and_hold_waits_for_no_idle_gpu() {
+    let a = phased("a", &[(100, 50.0, 8000.0)]);
+    let b = phased("b", &[(10, 30.0, 3000.0)]);
+    let c = phased("c", &[(10, 30.0, 6000.0)]);
+    let gpus = vec![titanxp(vec![running(9, &a)]), titanxp(vec![])];
+    let queue = vec![queued(1, &b), queued(2, &c)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let greedy = Greedy::default();
+    let mut round = Round::new(&view, &greedy);
+    let mut rows = Vec::new();
+    let n = round.rows(&mut rows);
+    // c beside a holds 14,000 MiB at every moment: not offered; GPU 1 is idle and fits, so no
+    // hold.
+    assert_eq!(pairs(&round, &view, n), vec![Some((1, 0)), Some((1, 1)), Some((2, 1))]);
+    assert!(!round.hold_offered());
+    assert_eq!(rows.len(), n * FEATURES);
+    let f = |row: usize, name: &str| rows[row * FEATURES + NAMES.iter().position(|n| *n == name).unwrap()];
+    assert_eq!(f(0, "gpu_idle"), 0.0);
+    assert_eq!(f(1, "gpu_idle"), 1.0);
+    assert_eq!(f(1, "gain"), 1.0, "an idle GPU gains the job's whole rate");
+    assert!(f(0, "gain") < 1.0 && f(0, "gain") > 0.0, "sharing gains less: {}", f(0, "gain"));
+    assert!(f(0, "solo_rank") == f(1, "solo_rank") && (0..n).all(|r| f(r, "peak_fits") == 1.0));
+    // Place b on GPU 1: nothing is idle any more, so hold is row 0; c still fits beside b.
+    assert!(round.take(1));
+    let n = round.rows(&mut rows);
+    assert!(round.hold_offered());
+    assert_eq!(pairs(&round, &view, n), vec![None, Some((2, 1))]);
+    assert!(!round.take(0), "hold ends the round");
+    assert_eq!(round.placements(), vec![dqngpu_model::Placement { gpu: 1, jobs: vec![1] }]);
+}
+
+#[test]
+fn colliding_peaks_are_legal_only_where_the_phases_never_overlap() {
+    // The resident holds 10 GB for its 30 s; `late` holds 10 GB only in its last 10 of 60 s,
+    // `early` in its first 10: peaks collide for both, phases only for `early`.
+    let resident = phased("resident", &[(30, 10.0, 10_000.0)]);
+    let late = phased("late", &[(50, 10.0, 500.0), (10, 10.0, 10_000.0)]);
+    let early = phased("early", &[(10, 10.0, 10_000.0), (50, 10.0, 500.0)]);
+    let gpus = vec![titanxp(vec![running(9, &resident)])];
+    let queue = vec![queued(1, &late), queued(2, &early)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let greedy = Greedy::default();
+    let mut round = Round::new(&view, &greedy);
+    let mut rows = Vec::new();
+    let n = round.rows(&mut rows);
+    assert_eq!(pairs(&round, &view, n), vec![None, Some((1, 0))]);
+    let peak_fits = NAMES.iter().position(|n| *n == "peak_fits").unwrap();
+    assert_eq!(rows[FEATURES + peak_fits], 0.0, "admitted by the time-aligned rule only");
+    // In the simulator the pair never runs out of memory.
+    let lib = dqngpu_model::AppLibrary::with_derived_classes(
+        "t".into(),
+        [("resident", &resident), ("late", &late)].iter().map(|(k, p)| (k.to_string(), (*p).clone())).collect(),
+        None,
+    );
+    let set = dqngpu_model::JobSet {
+        library: None,
+        class: None,
+        seed: None,
+        jobs: vec![
+            dqngpu_model::JobSpec { id: 0, app: "resident".into(), submit_s: 0.0 },
+            dqngpu_model::JobSpec { id: 1, app: "late".into(), submit_s: 0.0 },
+        ],
+    };
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let policy = NeverHolds(Greedy::default());
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention").unwrap());
+    let r = dqngpu_sim::run(&policy, &cluster, &lib, &set, interference, Default::default()).unwrap();
+    assert_eq!(r.oom_kills, 0);
+    assert!(r.makespan_s < 90.0 - 1e-9, "they shared the GPU: {}", r.makespan_s);
+}
+
+/// Takes the last row offered (never hold, row 0) at every choice.
+struct NeverHolds(Greedy);
+
+impl dqngpu_model::Policy for NeverHolds {
+    fn name(&self) -> &str {
+        "never-holds"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        dqngpu_rl::scorer::decide_with(view, &self.0, &mut |_, _, n| n - 1)
+    }
+}
+
+#[test]
+fn the_plain_array_network_scores_as_candle_does() {
+    let net = PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, 11).unwrap();
+    let mlp = Mlp::from_net(&net).unwrap();
+    let rows = 7;
+    let x: Vec<f32> = (0..rows * FEATURES).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    let mut ours = Vec::new();
+    mlp.scores(&x, rows, &mut ours);
+    let t = candle_core::Tensor::from_vec(x, (rows, FEATURES), &candle_core::Device::Cpu).unwrap();
+    let theirs: Vec<f32> = net.logits(&t).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!((a - b).abs() < 1e-5, "{ours:?} vs {theirs:?}");
+    }
+}
+
+fn small_task(seed: u64) -> ScorerTask {
+    let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let classes = dqngpu_model::WorkloadClass::ALL;
+    let at_zero = dqngpu_sim::Arrivals::AllAtZero;
+    let libs = [lib];
+    ScorerTask {
+        train: train::episodes(&libs, &cluster, &classes, 8, at_zero, 4, train::train_seed_base(seed)).unwrap(),
+        validation: train::episodes(&libs, &cluster, &classes, 8, at_zero, 3, train::validation_seed_base(seed))
+            .unwrap(),
+        interference: Arc::from(dqngpu_interference::by_name("contention").unwrap()),
+        config: Default::default(),
+    }
+}
+
+fn small_config(iterations: usize) -> TrainConfig {
+    TrainConfig {
+        iterations,
+        episodes: 2,
+        jobsets_per_iter: 1,
+        lr: 1e-3,
+        optimizer: dqngpu_rl::net::OptimizerKind::Adam,
+        gamma: 1.0,
+        hidden: vec![16],
+        max_steps: 5000,
+        seed: 5,
+        objective: Objective::Jct,
+    }
+}
+
+/// Training keeps the weights that do best on validation, so it never ends worse than the
+/// untrained network or the imitation of the rules; and one seed gives one model.
+#[test]
+fn training_keeps_the_best_stage_and_is_reproducible() {
+    let task = small_task(5);
+    let recipe = ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, ..ScorerRecipe::default() };
+    let (p1, report, curve) = train::train(&task, &small_config(2), &recipe, &mut |_| true).unwrap();
+    assert_eq!(curve.len(), 2);
+    assert!(!report.expert.is_empty() && report.imitation_steps > 0 && report.lookahead_steps > 0, "{report:?}");
+    assert!(report.final_validation <= report.untrained_validation + 1e-12, "{report:?}");
+    assert!(report.final_validation <= report.imitation_validation + 1e-12, "{report:?}");
+    for v in &report.lookahead_validation {
+        assert!(report.final_validation <= v + 1e-12, "{report:?}");
+    }
+    // The kept policy's validation score is what the report says.
+    let again = train::validation_score(&task, Objective::Jct, &recipe, &p1).unwrap();
+    assert!((again - report.final_validation).abs() < 1e-9, "{again} vs {report:?}");
+    // Same seed, same weights (rollouts run in parallel; the result does not depend on it).
+    let (p2, _, _) = train::train(&task, &small_config(2), &recipe, &mut |_| true).unwrap();
+    let x: Vec<f32> = (0..3 * FEATURES).map(|i| (i % 5) as f32 / 4.0).collect();
+    let (mut s1, mut s2) = (Vec::new(), Vec::new());
+    p1.mlp().scores(&x, 3, &mut s1);
+    p2.mlp().scores(&x, 3, &mut s2);
+    assert_eq!(s1, s2);
+    // Zero iterations: the untrained network, no teacher consulted.
+    let (_, r0, c0) = train::train(&task, &small_config(0), &recipe, &mut |_| true).unwrap();
+    assert!(c0.is_empty() && r0.expert.is_empty());
+}
