@@ -20,6 +20,8 @@ pub struct TrainedAgent {
     pub name: String,
     /// The policy (pure; shared by every evaluation run).
     pub policy: Box<dyn Policy>,
+    /// The DqnGPU scorer itself, when that is the agent (cells give it their budget).
+    pub scorer: Option<dqngpu_rl::scorer::ScorerPolicy>,
     /// How it was trained.
     pub record: TrainingRecord,
 }
@@ -65,6 +67,13 @@ pub fn train(
             skipped.push(Skipped { scheduler: name.clone(), reason: "not an RL agent this build can train".into() });
             continue;
         };
+        if kind == AgentKind::Dqngpu && cfg.training.algorithm == "scorer" {
+            match train_scorer(cfg, setup, bars) {
+                Ok(agent) => trained.push(agent),
+                Err(e) => skipped.push(Skipped { scheduler: name.clone(), reason: format!("training failed: {e}") }),
+            }
+            continue;
+        }
         let enc = GpuEncoding::new(kind);
         let bar = bars.add(ProgressBar::new(tc.iterations as u64));
         bar.set_style(
@@ -97,6 +106,7 @@ pub fn train(
             Ok((policy, curve)) => trained.push(TrainedAgent {
                 name: name.clone(),
                 policy: Box::new(policy),
+                scorer: None,
                 record: TrainingRecord {
                     scheduler: name.clone(),
                     workloads: cfg.training.workloads.clone(),
@@ -113,10 +123,78 @@ pub fn train(
                             mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
                         })
                         .collect(),
+                    scorer: None,
                 },
             }),
             Err(e) => skipped.push(Skipped { scheduler: name.clone(), reason: format!("training failed: {e}") }),
         }
     }
     Ok((trained, skipped))
+}
+
+/// Trains the generalising DqnGPU scorer (docs/RL.md) in the config's scorer settings; the
+/// same model then places jobs in every cell.
+fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> Result<TrainedAgent, ExperimentError> {
+    use dqngpu_rl::scorer::train::{self as st, ScorerRecipe, ScorerTask};
+    let t = &cfg.training;
+    let classes: Vec<WorkloadClass> = t.workloads.iter().map(|c| c.parse()).collect::<Result<_, _>>()?;
+    let rl = |e: dqngpu_rl::RlError| ExperimentError::Run { what: "training dqngpu".into(), message: e.to_string() };
+    let (train, validation) = st::settings_episodes(&t.scorer_settings, &classes, t.seed).map_err(rl)?;
+    let base = st::train_seed_base(t.seed);
+    let sets = t.scorer_settings.iter().map(|s| s.jobsets).max().unwrap_or(0);
+    // Trained without a budget; each cell tells the scorer its own.
+    let task = ScorerTask { train, validation, interference: setup.interference.clone(), config: Default::default() };
+    let tc = TrainConfig {
+        iterations: t.scorer_iterations as usize,
+        episodes: t.episodes as usize,
+        jobsets_per_iter: t.jobsets_per_iter as usize,
+        lr: 1e-3,
+        optimizer: t.optimizer,
+        gamma: 1.0,
+        hidden: vec![32, 16],
+        max_steps: 5000,
+        seed: t.seed,
+        objective: t.scorer_objective,
+    };
+    let bar = bars.add(ProgressBar::new(tc.iterations as u64));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_prefix("dqngpu");
+    bar.set_message("imitation and look-ahead");
+    let started = Instant::now();
+    let (policy, report, curve) = st::train(&task, &tc, &ScorerRecipe::default(), &mut |s| {
+        bar.set_position(s.iteration as u64);
+        bar.set_message(format!("objective {:.0}", s.mean_score));
+        true
+    })
+    .map_err(rl)?;
+    bar.finish_and_clear();
+    let train_s = started.elapsed().as_secs_f64();
+    Ok(TrainedAgent {
+        name: "dqngpu".into(),
+        policy: Box::new(policy.clone()),
+        scorer: Some(policy),
+        record: TrainingRecord {
+            scheduler: "dqngpu".into(),
+            workloads: t.workloads.clone(),
+            seeds: (base..base + sets as u64).collect(),
+            iterations: curve.len() as u64,
+            iterations_planned: tc.iterations as u64,
+            stopped_by_time_limit: false,
+            train_s,
+            curve: curve
+                .iter()
+                .map(|s| CurvePoint {
+                    iteration: s.iteration as u64,
+                    mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
+                    mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
+                })
+                .collect(),
+            scorer: Some(report),
+        },
+    })
 }

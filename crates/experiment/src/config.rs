@@ -35,6 +35,77 @@ pub struct ExperimentConfig {
     pub training: TrainingConfig,
     /// Prices and the thesis's two cost assumptions.
     pub cost: CostConfig,
+    /// The settings users have (issue 10): each cell evaluates every scheduler on every class
+    /// and evaluation seed, beside the main setting above, into the league table.
+    pub cells: Vec<CellConfig>,
+}
+
+/// One evaluated setting: library, cluster, arrivals, budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellConfig {
+    /// Short unique name (`thesis-4x2-0.1`).
+    pub name: String,
+    /// App library: `thesis`, `lucid`, `generated:SEED` or a directory.
+    pub library: String,
+    /// Cluster, as `--gpus` takes it.
+    pub gpus: String,
+    /// Jobs per set.
+    pub jobs: usize,
+    /// Poisson arrivals at this rate (jobs/s); absent: all jobs at t = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+    /// Slowdown budget for every scheduler, percent; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_slowdown_pct: Option<f64>,
+}
+
+impl CellConfig {
+    fn new(name: &str, library: &str, gpus: &str, jobs: usize, rate: Option<f64>, budget: Option<f64>) -> Self {
+        CellConfig {
+            name: name.into(),
+            library: library.into(),
+            gpus: gpus.into(),
+            jobs,
+            arrival_rate: rate,
+            max_slowdown_pct: budget,
+        }
+    }
+
+    /// How jobs arrive, in words (`t=0`, `poisson 0.1/s`).
+    pub fn arrivals(&self) -> String {
+        self.arrival_rate.map_or("t=0".into(), |r| format!("poisson {r}/s"))
+    }
+
+    /// The budget, in words (`off`, `10%`).
+    pub fn budget(&self) -> String {
+        self.max_slowdown_pct.map_or("off".into(), |b| format!("{b}%"))
+    }
+
+    /// The default cells: the thesis's setting with a budget; the thesis library on 4 nodes x
+    /// 2 Titan Xp with 120 Poisson jobs at three loads; Lucid's apps on one RTX 3090; a
+    /// generated library no training ever draws from (`generated:1001`); each without and
+    /// with a 10% budget. (The main setting, thesis on one Titan Xp without budget, is the
+    /// experiment itself.)
+    pub fn defaults() -> Vec<CellConfig> {
+        let mut cells = vec![CellConfig::new("thesis-1gpu-b10", "thesis", "titanxp:1", 30, None, Some(10.0))];
+        for budget in [None, Some(10.0)] {
+            let tag = if budget.is_some() { "-b10" } else { "" };
+            for rate in [0.05, 0.1, 0.2] {
+                cells.push(CellConfig::new(
+                    &format!("thesis-4x2-{rate}{tag}"),
+                    "thesis",
+                    "4xtitanxp:2",
+                    120,
+                    Some(rate),
+                    budget,
+                ));
+            }
+            cells.push(CellConfig::new(&format!("lucid-3090{tag}"), "lucid", "rtx3090:1", 30, None, budget));
+            cells.push(CellConfig::new(&format!("heldout-1gpu{tag}"), "generated:1001", "titanxp:1", 30, None, budget));
+        }
+        cells
+    }
 }
 
 /// The cluster: a `--gpus` spec, or a cluster TOML file.
@@ -58,6 +129,9 @@ pub struct WorkloadConfig {
     pub jobs: usize,
     /// Class whose job sets show the slowdown buckets, training overhead and cost (thesis: random).
     pub focus: String,
+    /// Poisson arrivals at this rate (jobs/s); absent: all jobs at t = 0 (the thesis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
 }
 
 /// Schedulers to compare.
@@ -115,6 +189,17 @@ pub struct TrainingConfig {
     pub hidden: Vec<usize>,
     /// Seed of the initial weights and of the sampled actions.
     pub seed: u64,
+    /// How `dqngpu` learns: `scorer` (the generalising candidate scorer, docs/RL.md) or
+    /// `thesis` (the thesis's image agent, trained with the settings above).
+    pub algorithm: String,
+    /// Where the scorer trains (one model for every cell; no setting draws from a cell's
+    /// held-out library): libraries, cluster, jobs, arrivals, job sets per library (seeds
+    /// 100000 + 1000 x seed + i).
+    pub scorer_settings: Vec<dqngpu_rl::scorer::train::Setting>,
+    /// The scorer's policy-gradient iterations (after imitation and look-ahead).
+    pub scorer_iterations: u64,
+    /// What the scorer minimises: `jct` (ties on it go to the lower makespan) or `makespan`.
+    pub scorer_objective: dqngpu_rl::reinforce::Objective,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -176,6 +261,7 @@ impl Default for ExperimentConfig {
             evaluation: EvaluationConfig::default(),
             training: TrainingConfig::default(),
             cost: CostConfig::default(),
+            cells: CellConfig::defaults(),
         }
     }
 }
@@ -192,6 +278,7 @@ impl Default for WorkloadConfig {
             classes: WorkloadClass::ALL.iter().map(|c| c.name().to_string()).collect(),
             jobs: 30,
             focus: "random".into(),
+            arrival_rate: None,
         }
     }
 }
@@ -237,6 +324,10 @@ impl Default for TrainingConfig {
             objective: dqngpu_rl::reinforce::Objective::Makespan,
             hidden: vec![20],
             seed: 1,
+            algorithm: "scorer".into(),
+            scorer_settings: dqngpu_rl::scorer::train::default_settings(),
+            scorer_iterations: 60,
+            scorer_objective: dqngpu_rl::reinforce::Objective::Jct,
         }
     }
 }
@@ -331,6 +422,19 @@ impl ExperimentConfig {
         self.training.jobsets_per_iter = self.training.jobsets_per_iter.min(2);
         self.training.episodes = self.training.episodes.min(4);
         self.training.time_limit_s = None;
+        // One small setting: the first library of the first, two sets of at most 10 jobs.
+        self.training.scorer_settings.truncate(1);
+        for s in &mut self.training.scorer_settings {
+            s.libraries.truncate(1);
+            s.jobsets = s.jobsets.min(2);
+            s.jobs = s.jobs.min(10);
+        }
+        self.training.scorer_iterations = self.training.quick_iterations;
+        // Two cells, small: one with arrivals on several GPUs, the held-out library.
+        self.cells.retain(|c| c.name == "thesis-4x2-0.1" || c.name == "heldout-1gpu");
+        for c in &mut self.cells {
+            c.jobs = c.jobs.min(10);
+        }
         self
     }
 
@@ -356,7 +460,7 @@ impl ExperimentConfig {
 
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
     ///
-    /// One piece on purpose (about 95 lines): a flat list of independent checks in the file's
+    /// One piece on purpose (about 130 lines): a flat list of independent checks in the file's
     /// order, each naming its field; read top to bottom, it is the config's contract.
     pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
         let bad = |field: &str, msg: String| {
@@ -431,6 +535,50 @@ impl ExperimentConfig {
         }
         if self.training.jobsets == 0 {
             return Err(bad("training.jobsets", "need at least one training job set".into()));
+        }
+        if !["scorer", "thesis"].contains(&self.training.algorithm.as_str()) {
+            return Err(bad(
+                "training.algorithm",
+                format!("`{}`; expected `scorer` or `thesis`", self.training.algorithm),
+            ));
+        }
+        if self.training.algorithm == "scorer" {
+            if self.training.scorer_settings.is_empty() {
+                return Err(bad("training.scorer_settings", "the scorer needs a setting to train in".into()));
+            }
+            for (i, st) in self.training.scorer_settings.iter().enumerate() {
+                if st.libraries.is_empty() || st.jobs == 0 || st.jobsets == 0 {
+                    return Err(bad(
+                        &format!("training.scorer_settings[{i}]"),
+                        "needs a library, jobs >= 1 and jobsets >= 1".into(),
+                    ));
+                }
+                if let Some(r) = st.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+                    return Err(bad(
+                        &format!("training.scorer_settings[{i}].arrival_rate"),
+                        format!("{r} is not a positive rate (jobs/s)"),
+                    ));
+                }
+            }
+        }
+        if let Some(r) = self.workloads.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(bad("workloads.arrival_rate", format!("{r} is not a positive rate (jobs/s)")));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, c) in self.cells.iter().enumerate() {
+            let field = |f: &str| format!("cells[{i}].{f}");
+            if c.name.trim().is_empty() || !names.insert(c.name.as_str()) {
+                return Err(bad(&field("name"), format!("`{}` is empty or used twice", c.name)));
+            }
+            if c.jobs == 0 || c.jobs > 10_000 {
+                return Err(bad(&field("jobs"), format!("{} jobs; expected 1..=10000", c.jobs)));
+            }
+            if let Some(r) = c.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+                return Err(bad(&field("arrival_rate"), format!("{r} is not a positive rate (jobs/s)")));
+            }
+            if let Some(b) = c.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
+                return Err(bad(&field("max_slowdown_pct"), format!("{b} is not a percentage >= 0")));
+            }
         }
         for (i, inst) in self.cost.instances.iter().enumerate() {
             if !(inst.usd_per_hour.is_finite() && inst.usd_per_hour >= 0.0) {

@@ -9,8 +9,10 @@
 //! ```
 
 pub mod agents;
+pub mod cells;
 pub mod config;
 pub mod error;
+pub mod league;
 pub mod output;
 pub mod plots;
 pub mod report;
@@ -56,17 +58,15 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
         ProgressStyle::with_template("evaluate {bar:30} {pos}/{len} runs [{elapsed_precise} < {eta_precise}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let factory = |name: &str, seed: u64| -> Result<Box<dyn Policy + '_>, ExperimentError> {
-        match trained.iter().find(|a| a.name == name) {
-            Some(a) => Ok(Box::new(Shared(a.policy.as_ref()))),
-            None => Ok(dqngpu_policy::by_name(name, seed)?),
-        }
-    };
+    let budget = cfg.max_slowdown_pct.map(|p| p / 100.0);
+    let factory = |name: &str, seed: u64| policy_for(&trained, name, seed, budget);
     let (runs, timelines) = runner::evaluate(cfg, &setup, &evaluated, &factory, &bar)?;
-    bar.finish_and_clear();
 
     let training: Vec<results::TrainingRecord> = trained.iter().map(|a| a.record.clone()).collect();
-    let summary = results::summarise(&runs, &cfg.workloads.classes, &evaluated, &training);
+    let mut summary = results::summarise(&runs, &cfg.workloads.classes, &evaluated, &training);
+    cells::label(&mut summary, &cells::main_cell(cfg));
+    let cell_rows = cells::run(cfg, &evaluated, &trained, &training, &bar)?;
+    bar.finish_and_clear();
     let focus = &cfg.workloads.focus;
     Ok(ExperimentResults {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -84,7 +84,25 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
         timelines,
         training,
         wall_s: started.elapsed().as_secs_f64(),
+        cells: cell_rows,
     })
+}
+
+/// The policy called `name` for a run on job set `seed` under a slowdown budget (a fraction):
+/// a trained agent (the scorer choosing within the budget), else a heuristic.
+pub(crate) fn policy_for<'a>(
+    trained: &'a [agents::TrainedAgent],
+    name: &str,
+    seed: u64,
+    budget: Option<f64>,
+) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
+    match trained.iter().find(|a| a.name == name) {
+        Some(a) => match &a.scorer {
+            Some(s) => Ok(Box::new(s.clone().with_budget(budget))),
+            None => Ok(Box::new(Shared(a.policy.as_ref()))),
+        },
+        None => Ok(dqngpu_policy::by_name(name, seed)?),
+    }
 }
 
 /// A borrowed policy, boxed for the factory.

@@ -44,6 +44,7 @@ pub fn write_plots(res: &ExperimentResults, dir: &Path) -> Result<Vec<PlotFile>,
     plots.push(slowdown_plot(res, dir)?);
     plots.push(overhead_plot(res, dir)?);
     plots.push(cost_plot(res, dir)?);
+    plots.push(tradeoff_plot(res, dir)?);
     for t in &res.timelines {
         let chart = TimelineChart {
             title: format!("{}: GPU utilisation and memory over time ({} seed {})", t.scheduler, t.workload, t.seed),
@@ -187,6 +188,22 @@ fn cost_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experiment
     )
 }
 
+/// Every policy's mean JCT ratio against its jobs' p95 slowdown, over every (cell, class).
+fn tradeoff_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
+    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    let standings = crate::league::standings(&crate::league::entries(&rows), &res.schedulers);
+    let chart = crate::plots::ScatterChart {
+        title: "What each policy trades: mean JCT vs p95 job slowdown, over every cell and class".into(),
+        x_desc: "p95 execution slowdown (mean)".into(),
+        y_desc: "mean JCT / best heuristic's (mean)".into(),
+        points: standings
+            .iter()
+            .map(|s| (s.scheduler.clone(), colour_index(res, &s.scheduler), s.p95_slowdown, s.jct_ratio))
+            .collect(),
+    };
+    write_chart(&chart, dir, &Figure::Tradeoff.stem(), "mean JCT (relative to the best heuristic) against p95 slowdown")
+}
+
 /// The agents' training curves.
 fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
     // Each iteration trains on a window of job sets that cycles through the classes, so one
@@ -236,7 +253,8 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
         Ok(())
     };
     put("config.toml", res.config.to_toml().as_bytes())?;
-    put("summary.csv", summary_csv(&res.summary, res.config.workloads.jobs).as_bytes())?;
+    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    put("summary.csv", summary_csv(&rows, res.config.workloads.jobs).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)
         .map_err(|source| ExperimentError::Json { what: "serialising results.json".into(), source })?;
@@ -286,8 +304,24 @@ mod tests {
             stopped_by_time_limit: false,
             train_s: 100.0,
             curve,
+            scorer: None,
         }];
-        let summary = results::summarise(&runs, &config.workloads.classes, &schedulers, &training);
+        let mut summary = results::summarise(&runs, &config.workloads.classes, &schedulers, &training);
+        crate::cells::label(&mut summary, &crate::cells::main_cell(&config));
+        // One more cell: the same rows, dqngpu's JCT 10% lower there.
+        let mut cells = summary.clone();
+        let other = crate::config::CellConfig {
+            name: "other".into(),
+            library: "generated:1001".into(),
+            gpus: "4xtitanxp:2".into(),
+            jobs: 120,
+            arrival_rate: Some(0.1),
+            max_slowdown_pct: Some(10.0),
+        };
+        crate::cells::label(&mut cells, &other);
+        for r in cells.iter_mut().filter(|r| r.scheduler == "dqngpu") {
+            r.mean_jct_s_mean *= 0.9;
+        }
         let timelines = schedulers
             .iter()
             .map(|s| Timeline {
@@ -315,6 +349,7 @@ mod tests {
             timelines,
             training,
             wall_s: 1.0,
+            cells,
         }
     }
 
@@ -334,6 +369,7 @@ mod tests {
             "timeline_sjf",
             "timeline_dqngpu",
             "training_curves",
+            "jct_vs_p95_slowdown",
         ] {
             assert!(dir.path().join("plots").join(format!("{p}.png")).is_file(), "{p}");
             assert!(written.contains(&dir.path().join("plots").join(format!("{p}.svg"))));
@@ -349,6 +385,14 @@ mod tests {
         assert_eq!(back, res);
         let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
         assert!(csv.lines().nth(2).unwrap().starts_with("random,dqngpu,2,2325.000,317.655,"), "{csv}");
+        // The cell's rows follow the main ones, labelled, with their own jobs per set.
+        let other: Vec<&str> = csv.lines().filter(|l| l.contains(",other,")).collect();
+        assert_eq!(other.len(), res.summary.len(), "{csv}");
+        assert!(other
+            .iter()
+            .all(|l| l.contains(",120,") && l.contains(",other,generated:1001,4xtitanxp:2,poisson 0.1/s,10%,")));
+        // League: in cell `other` dqngpu's JCT is 0.9x its main-cell value.
+        assert!(md.contains("## League table") && md.contains("### cell `other`"), "{md}");
         assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
             .unwrap()
             .file_name()

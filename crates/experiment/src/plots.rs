@@ -618,3 +618,63 @@ mod tests {
             .contains(".tmp")));
     }
 }
+
+/// One labelled point per scheduler: what it trades (x) for what it gains (y).
+#[derive(Debug, Clone)]
+pub struct ScatterChart {
+    /// Title.
+    pub title: String,
+    /// X axis description.
+    pub x_desc: String,
+    /// Y axis description.
+    pub y_desc: String,
+    /// (name, colour index, x, y).
+    pub points: Vec<(String, usize, f64, f64)>,
+}
+
+impl Chart for ScatterChart {
+    fn size(&self) -> (u32, u32) {
+        (900, 600)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let pts: Vec<&(String, usize, f64, f64)> =
+            self.points.iter().filter(|p| p.2.is_finite() && p.3.is_finite()).collect();
+        let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+        for p in &pts {
+            x0 = x0.min(p.2);
+            x1 = x1.max(p.2);
+            y0 = y0.min(p.3);
+            y1 = y1.max(p.3);
+        }
+        if pts.is_empty() {
+            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+        }
+        let (px, py) = (((x1 - x0) * 0.15).max(0.01), ((y1 - y0) * 0.15).max(0.01));
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 18))
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0 - px)..(x1 + 2.0 * px), (y0 - py)..(y1 + py))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_desc)
+            .y_desc(&self.y_desc)
+            .x_label_formatter(&|v| format!("{v:.2}"))
+            .y_label_formatter(&|v| format!("{v:.2}"))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()
+            .map_err(err)?;
+        for (name, colour, x, y) in pts {
+            let c = scheduler_colour(*colour);
+            chart.draw_series(std::iter::once(Circle::new((*x, *y), 6, c.filled()))).map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Text::new(name.clone(), (*x + px * 0.08, *y), (FONT, 14).into_font())))
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}

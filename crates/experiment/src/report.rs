@@ -41,6 +41,8 @@ pub enum Figure {
     Timeline(String),
     /// The agents' training curves.
     TrainingCurves,
+    /// Mean JCT against p95 slowdown, every policy over every cell (issue 10).
+    Tradeoff,
 }
 
 impl Figure {
@@ -53,6 +55,7 @@ impl Figure {
             Figure::Cost => "cost".into(),
             Figure::Timeline(s) => format!("timeline_{s}"),
             Figure::TrainingCurves => "training_curves".into(),
+            Figure::Tradeoff => "jct_vs_p95_slowdown".into(),
         }
     }
 }
@@ -105,6 +108,7 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
     slowdown(res, &mut b);
     training_overhead(res, &mut b);
     cost(res, &mut b);
+    league(res, &mut b);
     timelines(res, &mut b);
     training(res, &mut b);
     b.push(Block::Para(format!(
@@ -348,6 +352,91 @@ fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
             .collect(),
     });
     b.push(Block::Plot(Figure::Cost));
+}
+
+/// The league table: every policy against the best heuristic in every cell and class.
+fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
+    use crate::league;
+    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    let entries = league::entries(&rows);
+    b.push(Block::Heading(2, "League table: every setting, against the best heuristic".into()));
+    b.push(Block::Para(format!(
+        "Each (cell, class): a policy's mean JCT and makespan over the {} evaluation seeds, divided by the best \
+         heuristic's there ({}); below 1 beats every rule. `within` counts pairs with JCT <= 1.01x and makespan \
+         <= 1.02x the best heuristic's; `>=5% better` pairs with JCT at most 0.95x. p95 slowdown: the 95th \
+         percentile of the jobs' execution slowdown, mean over seeds. The trained agents are trained once (main \
+         setting's cluster) and run unchanged in every cell; the budget cells apply the budget to every policy.",
+        res.eval_seeds.len(),
+        league::HEURISTICS.join(", ")
+    )));
+    let standings = league::standings(&entries, &res.schedulers);
+    b.push(Block::Table {
+        headers: strings(&[
+            "scheduler",
+            "pairs",
+            "JCT / best",
+            "makespan / best",
+            "p95 slowdown",
+            "within",
+            ">=5% better",
+        ]),
+        rows: standings
+            .iter()
+            .map(|s| {
+                vec![
+                    s.scheduler.clone(),
+                    s.pairs.to_string(),
+                    fmt::ratio(s.jct_ratio),
+                    fmt::ratio(s.makespan_ratio),
+                    fmt::ratio(s.p95_slowdown),
+                    format!("{}/{}", s.within, s.pairs),
+                    format!("{}/{}", s.better_by_5pct, s.pairs),
+                ]
+            })
+            .collect(),
+    });
+    b.push(Block::Plot(Figure::Tradeoff));
+    let mut cells: Vec<String> = Vec::new();
+    for e in &entries {
+        if !cells.contains(&e.cell) {
+            cells.push(e.cell.clone());
+        }
+    }
+    for cell in cells {
+        let first = rows.iter().find(|r| r.cell == cell);
+        b.push(Block::Heading(3, format!("cell `{cell}`")));
+        if let Some(r) = first {
+            b.push(Block::Para(format!(
+                "library `{}`, cluster `{}`, arrivals {}, budget {}; cells are JCT / makespan ratios.",
+                r.library, r.cluster, r.arrivals, r.max_slowdown
+            )));
+        }
+        let mut headers = vec!["class".to_string()];
+        headers.extend(res.schedulers.iter().cloned());
+        let mut classes: Vec<&str> = Vec::new();
+        for e in entries.iter().filter(|e| e.cell == cell) {
+            if !classes.contains(&e.class.as_str()) {
+                classes.push(&e.class);
+            }
+        }
+        let table_rows = classes
+            .iter()
+            .map(|class| {
+                let mut row = vec![class.to_string()];
+                for s in &res.schedulers {
+                    row.push(
+                        entries
+                            .iter()
+                            .find(|e| e.cell == cell && e.class == *class && &e.scheduler == s)
+                            .map(|e| format!("{} / {}", fmt::ratio(e.jct_ratio), fmt::ratio(e.makespan_ratio)))
+                            .unwrap_or_else(|| "-".into()),
+                    );
+                }
+                row
+            })
+            .collect();
+        b.push(Block::Table { headers, rows: table_rows });
+    }
 }
 
 /// One usage timeline per scheduler.

@@ -101,6 +101,18 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The 95th percentile (nearest rank) of the finished jobs' execution slowdown (run time
+    /// over solo time); 0 when none finished.
+    pub fn p95_exec_slowdown(&self) -> f64 {
+        let mut v: Vec<f64> = self.jobs.iter().filter_map(|j| j.exec_slowdown).collect();
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.sort_by(f64::total_cmp);
+        // Nearest rank.
+        v[((0.95 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+    }
+
     /// Makespan / util bound (below 1 when sharing overlaps kernels; see docs/SIMULATOR.md).
     pub fn ratio_to_lower_bound(&self) -> f64 {
         if self.lower_bound_s > 0.0 {
@@ -158,6 +170,9 @@ pub struct TrainingRecord {
     pub train_s: f64,
     /// The curve.
     pub curve: Vec<CurvePoint>,
+    /// The scorer's stages (teachers, validation scores, which weights were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scorer: Option<dqngpu_rl::scorer::train::ScorerReport>,
 }
 
 /// A scheduler left out, and why.
@@ -231,10 +246,31 @@ pub struct SummaryRow {
     /// Mean over seeds of the share of jobs slowed by more than 10%, %.
     #[serde(default)]
     pub slowed_over_10_pct_mean: f64,
+    /// The setting (cell) of this row: `main` for the experiment's own setting.
+    #[serde(default)]
+    pub cell: String,
+    /// App library of the cell.
+    #[serde(default)]
+    pub library: String,
+    /// Cluster of the cell (`--gpus`).
+    #[serde(default)]
+    pub cluster: String,
+    /// Arrivals (`t=0`, `poisson 0.1/s`).
+    #[serde(default)]
+    pub arrivals: String,
+    /// Slowdown budget (`off`, `10%`).
+    #[serde(default)]
+    pub max_slowdown: String,
+    /// Mean over seeds of the 95th percentile of the jobs' execution slowdown.
+    #[serde(default)]
+    pub p95_exec_slowdown_mean: f64,
+    /// Jobs per set in this row's cell (0: the main setting's, `workloads.jobs`).
+    #[serde(default)]
+    pub jobs_per_set: usize,
 }
 
 /// The `summary.csv` columns, in order.
-pub const SUMMARY_COLUMNS: [&str; 18] = [
+pub const SUMMARY_COLUMNS: [&str; 24] = [
     "workload",
     "scheduler",
     "seeds",
@@ -253,6 +289,12 @@ pub const SUMMARY_COLUMNS: [&str; 18] = [
     "mean_jct_s_mean",
     "mean_jct_s_ci95",
     "slowed_over_10_pct_mean",
+    "cell",
+    "library",
+    "cluster",
+    "arrivals",
+    "max_slowdown",
+    "p95_exec_slowdown_mean",
 ];
 
 /// Cost of one scheduler under one assumption (thesis Fig. 17).
@@ -326,6 +368,10 @@ pub struct ExperimentResults {
     pub cost: Vec<CostRow>,
     /// Wall-clock time of the whole experiment, s.
     pub wall_s: f64,
+    /// One row per cell, class and scheduler of the config's cells (the main setting's rows
+    /// are `summary`).
+    #[serde(default)]
+    pub cells: Vec<SummaryRow>,
 }
 
 /// Training time of `scheduler` (0 when it was not trained).
@@ -370,6 +416,13 @@ pub fn summarise(
                 mean_jct_s_mean: mean(&jct),
                 mean_jct_s_ci95: ci95(&jct),
                 slowed_over_10_pct_mean: mean(&col(&|r| r.slowed_over_10_pct)),
+                cell: String::new(),
+                library: String::new(),
+                cluster: String::new(),
+                arrivals: String::new(),
+                max_slowdown: String::new(),
+                p95_exec_slowdown_mean: mean(&col(&RunRecord::p95_exec_slowdown)),
+                jobs_per_set: 0,
             });
         }
     }
@@ -458,7 +511,7 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     s.push('\n');
     for r in summary {
         s.push_str(&format!(
-            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3}\n",
+            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3},{},{},{},{},{},{:.4}\n",
             r.workload,
             r.scheduler,
             r.seeds,
@@ -473,10 +526,16 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.ratio_to_lower_bound_mean,
             r.avg_gpu_util_pct_ci95,
             r.avg_gpu_mem_util_pct_ci95,
-            jobs_per_set,
+            if r.jobs_per_set > 0 { r.jobs_per_set } else { jobs_per_set },
             r.mean_jct_s_mean,
             r.mean_jct_s_ci95,
             r.slowed_over_10_pct_mean,
+            r.cell,
+            r.library,
+            r.cluster,
+            r.arrivals,
+            r.max_slowdown,
+            r.p95_exec_slowdown_mean,
         ));
     }
     s
@@ -551,6 +610,7 @@ pub(crate) mod tests {
             stopped_by_time_limit: false,
             train_s: 20.0,
             curve: vec![],
+            scorer: None,
         }];
         let names = vec!["sjf".to_string(), "tetris".to_string()];
         let s = summarise(&runs, &["random".into()], &names, &training);
@@ -567,6 +627,10 @@ pub(crate) mod tests {
         assert_eq!(s[0].mean_jct_s_mean, 112.5);
         // Slowed over 10%: sjf 0 of 2, then 1 of 2 -> 25%; tetris 1 of 2 each -> 50%.
         assert_eq!((s[0].slowed_over_10_pct_mean, s[1].slowed_over_10_pct_mean), (25.0, 50.0));
+        // p95 of the execution slowdowns (nearest rank): sjf 1.0 then 1.5; tetris 1.15, 1.3.
+        assert!(
+            (s[0].p95_exec_slowdown_mean - 1.25).abs() < 1e-12 && (s[1].p95_exec_slowdown_mean - 1.225).abs() < 1e-12
+        );
         let csv = summary_csv(&s, 2);
         let mut lines = csv.lines();
         assert!(lines.next().unwrap().starts_with(
@@ -625,6 +689,13 @@ pub(crate) mod tests {
             mean_jct_s_mean: 0.0,
             mean_jct_s_ci95: 0.0,
             slowed_over_10_pct_mean: 0.0,
+            cell: "main".into(),
+            library: "thesis".into(),
+            cluster: "titanxp:1".into(),
+            arrivals: "t=0".into(),
+            max_slowdown: "off".into(),
+            p95_exec_slowdown_mean: 0.0,
+            jobs_per_set: 0,
         }
     }
 }

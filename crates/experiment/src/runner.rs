@@ -26,6 +26,8 @@ pub struct Setup {
     pub interference: Arc<dyn Interference>,
     /// Simulator settings.
     pub sim: SimConfig,
+    /// How jobs arrive.
+    pub arrivals: Arrivals,
 }
 
 impl Setup {
@@ -42,7 +44,11 @@ impl Setup {
             max_slowdown: cfg.max_slowdown_pct.map(|p| p / 100.0),
             ..SimConfig::default()
         };
-        Ok(Setup { cluster, library, interference, sim })
+        let arrivals = match cfg.workloads.arrival_rate {
+            Some(rate_per_s) => Arrivals::Poisson { rate_per_s },
+            None => Arrivals::AllAtZero,
+        };
+        Ok(Setup { cluster, library, interference, sim, arrivals })
     }
 
     /// The job set of (class, seed).
@@ -52,7 +58,7 @@ impl Setup {
         jobs: usize,
         seed: u64,
     ) -> Result<dqngpu_model::JobSet, ExperimentError> {
-        Ok(dqngpu_sim::draw(&self.library, class, jobs, seed, Arrivals::AllAtZero)?)
+        Ok(dqngpu_sim::draw(&self.library, class, jobs, seed, self.arrivals)?)
     }
 }
 

@@ -195,3 +195,61 @@ fn training_keeps_the_best_stage_and_is_reproducible() {
     let (_, r0, c0) = train::train(&task, &small_config(0), &recipe, &mut |_| true).unwrap();
     assert!(c0.is_empty() && r0.expert.is_empty());
 }
+
+/// Issue 10: with a 10% budget the scorer is offered only groups the budget admits, and no
+/// job of any class ends slower than 1.10 (one and two GPUs, jobs at t = 0 and arriving).
+#[test]
+fn under_a_budget_no_job_is_slowed_past_it() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention").unwrap());
+    let config = dqngpu_sim::SimConfig { max_slowdown: Some(0.10), ..Default::default() };
+    let mut shared = 0;
+    for (gpus, arrivals) in [
+        ("titanxp:1", dqngpu_sim::Arrivals::AllAtZero),
+        ("titanxp:2", dqngpu_sim::Arrivals::Poisson { rate_per_s: 0.05 }),
+    ] {
+        let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
+        for class in dqngpu_model::WorkloadClass::ALL {
+            let set = dqngpu_sim::draw(&lib, class, 12, 1000, arrivals).unwrap();
+            // Never holds: packs whatever the budget admits.
+            let p = ScorerPolicyNeverHolds::new(Some(0.10));
+            let r = dqngpu_sim::run(&p, &cluster, &lib, &set, interference.clone(), config.clone()).unwrap();
+            for j in &r.jobs {
+                let s = j.exec_slowdown.unwrap();
+                assert!(
+                    s <= 1.10 + 1e-9,
+                    "{gpus} {class:?}: job {} slowed {s}: {j:?} refusals {} liveness {} oom {}",
+                    j.id,
+                    r.budget_refusals,
+                    r.liveness_starts,
+                    r.oom_kills
+                );
+                shared += (s > 1.0 + 1e-9) as usize;
+            }
+            assert_eq!(r.budget_refusals, 0, "the scorer proposed only admissible groups");
+        }
+    }
+    assert!(shared > 0, "some jobs shared a GPU within the budget");
+}
+
+/// Takes the last row of a budgeted round at every choice (never hold).
+struct ScorerPolicyNeverHolds {
+    greedy: Greedy,
+    budget: Option<f64>,
+}
+
+impl ScorerPolicyNeverHolds {
+    fn new(budget: Option<f64>) -> Self {
+        ScorerPolicyNeverHolds { greedy: Greedy::default(), budget }
+    }
+}
+
+impl dqngpu_model::Policy for ScorerPolicyNeverHolds {
+    fn name(&self) -> &str {
+        "never-holds-budgeted"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        dqngpu_rl::scorer::decide_within(view, &self.greedy, self.budget, &mut |_, _, n| n - 1)
+    }
+}

@@ -173,7 +173,7 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
 /// The policy by name (any case): the same resolver as `simulate`, so a trained agent runs
 /// here unchanged.
 fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
-    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed)?))
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, None)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

@@ -141,9 +141,15 @@ impl SchedulerChoice {
     }
 }
 
-/// The policy `name` resolves to: a heuristic, or an RL agent loaded from `model`.
-pub fn resolve_scheduler(name: SchedulerName, model: Option<&Path>, seed: u64) -> anyhow::Result<Box<dyn Policy>> {
-    Ok(name.resolve(model, seed)?)
+/// The policy `name` resolves to: a heuristic, or an RL agent loaded from `model` (the
+/// scorer choosing within `max_slowdown`, the budget the simulator applies).
+pub fn resolve_scheduler(
+    name: SchedulerName,
+    model: Option<&Path>,
+    seed: u64,
+    max_slowdown: Option<f64>,
+) -> anyhow::Result<Box<dyn Policy>> {
+    Ok(name.resolve_within(model, seed, max_slowdown)?)
 }
 
 /// The cluster a command's `--gpus` / `--cluster` flags describe.
@@ -179,19 +185,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
+    let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
     // Resolve every scheduler before simulating, so a missing model fails fast.
     let policies = args
         .scheduler
         .names()
         .into_iter()
-        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed))
+        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, max_slowdown))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = SimConfig {
         step_s: args.step_s,
         decision_tick_s: args.decision_tick_s,
         tick_trigger: args.tick_trigger.into(),
         record_events: args.events.is_some(),
-        max_slowdown: super::parse_max_slowdown(&args.max_slowdown)?,
+        max_slowdown,
         ..SimConfig::default()
     };
     let mut reports = Vec::with_capacity(policies.len());

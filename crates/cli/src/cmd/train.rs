@@ -34,21 +34,23 @@ pub struct Args {
     #[arg(long, default_value = "all")]
     workload: String,
     /// App libraries, comma-separated: `thesis`, `lucid`, `generated:SEED[:COUNT]` or a
-    /// directory of profiles. Default: `thesis` and `generated:1` to `generated:6` for the
-    /// scorer (apps of every shape, so it places apps it never saw), `thesis` for
-    /// `--algorithm thesis`.
+    /// directory of profiles. Default: `thesis` for `--algorithm thesis`; for the scorer, its
+    /// default training distribution (docs/RL.md: the thesis's, Lucid's and eight generated
+    /// libraries on three clusters), unless any of --library, --gpus, --jobs, --arrival-rate
+    /// is given, which makes one setting of them (defaults: the thesis library and six
+    /// generated ones, one Titan Xp, 30 jobs at t = 0).
     #[arg(long)]
     library: Option<String>,
-    /// Jobs per training job set.
-    #[arg(long, default_value_t = gpu::JOBS_PER_SET)]
-    jobs: usize,
+    /// Jobs per training job set (default 30).
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Poisson arrivals at this rate (jobs/s) in the training job sets (scorer only); default:
     /// all jobs at t = 0, the thesis's setting.
     #[arg(long)]
     arrival_rate: Option<f64>,
-    /// Cluster, e.g. `titanxp:1` or `4xtitanxp:2`.
-    #[arg(long, default_value = "titanxp:1")]
-    gpus: String,
+    /// Cluster, e.g. `titanxp:1` or `4xtitanxp:2` (default `titanxp:1`).
+    #[arg(long)]
+    gpus: Option<String>,
     /// Interference model.
     #[arg(long, default_value = "contention")]
     interference: String,
@@ -134,7 +136,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if scorer {
         return run_scorer(a);
     }
-    if a.jobs != gpu::JOBS_PER_SET {
+    if a.jobs.is_some_and(|j| j != gpu::JOBS_PER_SET) {
         anyhow::bail!(
             "--jobs sizes the scorer's job sets; `--algorithm thesis` trains on sets of {}",
             gpu::JOBS_PER_SET
@@ -156,7 +158,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     })?;
 
     let library = dqngpu_model::library::resolve(&library_name)?;
-    let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
+    let gpus = a.gpus.clone().unwrap_or_else(|| "titanxp:1".into());
+    let cluster = ClusterSpec::parse_gpus(&gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&a.interference)?);
     let defaults = GpuEncoding::new(agent);
@@ -208,7 +211,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "library {}, classes {}, cluster {}, interference {}, {} job sets of {} jobs (seeds {}..{})",
             library_name,
             class_names.join("+"),
-            a.gpus,
+            gpus,
             a.interference,
             n_sets,
             gpu::JOBS_PER_SET,
@@ -251,40 +254,44 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         name: a.objective.clone(),
         valid: Objective::NAMES.iter().map(|s| s.to_string()).collect(),
     })?;
-    let library_names = a.library.clone().unwrap_or_else(|| DEFAULT_SCORER_LIBRARIES.into());
-    let jobsets = a.jobsets.unwrap_or(5);
-    let mut libraries = Vec::new();
-    for name in library_names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        libraries.push(Arc::new(dqngpu_model::library::resolve(name).with_context(|| format!("--library {name}"))?));
+    let custom = a.library.is_some() || a.gpus.is_some() || a.jobs.is_some() || a.arrival_rate.is_some();
+    let mut settings = if custom {
+        vec![st::Setting {
+            libraries: a
+                .library
+                .as_deref()
+                .unwrap_or(DEFAULT_SCORER_LIBRARIES)
+                .split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            gpus: a.gpus.clone().unwrap_or_else(|| "titanxp:1".into()),
+            jobs: a.jobs.unwrap_or(gpu::JOBS_PER_SET),
+            arrival_rate: a.arrival_rate,
+            jobsets: 5,
+        }]
+    } else {
+        st::default_settings()
+    };
+    for s in &mut settings {
+        s.jobsets = a.jobsets.unwrap_or(s.jobsets);
+        if s.libraries.is_empty() {
+            anyhow::bail!("--library: no library named");
+        }
+        if s.jobs == 0 || s.jobsets == 0 {
+            anyhow::bail!("--jobs and --jobsets must be at least 1");
+        }
+        if let Some(r) = s.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            anyhow::bail!("--arrival-rate: expected a positive rate in jobs per second, got {r}");
+        }
     }
-    if libraries.is_empty() {
-        anyhow::bail!("--library: no library named");
-    }
-    let cluster = ClusterSpec::parse_gpus(&a.gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&a.interference)?);
-    let arrivals = match a.arrival_rate {
-        None => dqngpu_sim::Arrivals::AllAtZero,
-        Some(r) if r.is_finite() && r > 0.0 => dqngpu_sim::Arrivals::Poisson { rate_per_s: r },
-        Some(r) => anyhow::bail!("--arrival-rate: expected a positive rate in jobs per second, got {r}"),
-    };
     let mut config = dqngpu_sim::SimConfig::default();
     if let Some(s) = a.max_slowdown.as_deref() {
         config.max_slowdown = super::parse_max_slowdown(s)?;
     }
-    if a.jobs == 0 || jobsets == 0 {
-        anyhow::bail!("--jobs and --jobsets must be at least 1");
-    }
-    let train = st::episodes(&libraries, &cluster, &classes, a.jobs, arrivals, jobsets, st::train_seed_base(a.seed))?;
-    let validation = st::episodes(
-        &libraries,
-        &cluster,
-        &classes,
-        a.jobs,
-        arrivals,
-        2 * classes.len(),
-        st::validation_seed_base(a.seed),
-    )?;
+    let (train, validation) = st::settings_episodes(&settings, &classes, a.seed)?;
     let task = ScorerTask { train, validation, interference, config };
     let cfg = TrainConfig {
         iterations: a.iterations,
@@ -315,16 +322,23 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         hidden: cfg.hidden.clone(),
         train: cfg,
         trained_on: format!(
-            "libraries {library_names}, classes {}, cluster {}, interference {}, {} job sets of {} jobs per library \
-             (seeds {base}..{}), arrivals {}, budget {}; teachers {}; validation (objective / best rule's, 1 = as \
-             good): best rule {:.4}, untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
+            "settings [{}], classes {}, interference {}, training seeds from {base}, budget {}; teachers {}; \
+             validation (objective / best rule's, 1 = as good): best rule {:.4}, untrained {:.4}, imitation {:.4}, \
+             kept {:.4} ({})",
+            settings
+                .iter()
+                .map(|s| format!(
+                    "libraries {} on {}, {} sets of {} jobs per library, arrivals {}",
+                    s.libraries.join(","),
+                    s.gpus,
+                    s.jobsets,
+                    s.jobs,
+                    s.arrival_rate.map_or("all at t = 0".to_string(), |r| format!("Poisson {r}/s"))
+                ))
+                .collect::<Vec<_>>()
+                .join("; "),
             class_names.join("+"),
-            a.gpus,
             a.interference,
-            jobsets,
-            a.jobs,
-            base + jobsets as u64 - 1,
-            a.arrival_rate.map_or("all at t = 0".to_string(), |r| format!("Poisson {r}/s")),
             a.max_slowdown.as_deref().unwrap_or("off"),
             report.expert,
             report.expert_validation,

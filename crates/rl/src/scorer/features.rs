@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use dqngpu_interference::{Contention, ContentionParams};
 use dqngpu_model::{AppProfile, ClusterView, Placement, QueuedJob, Resources};
 use dqngpu_policy::{fit, Greedy, Member};
-use dqngpu_sim::budget::{self, BudgetJob};
+use dqngpu_sim::budget::{self, BudgetJob, BUDGET_MARGIN_STEPS};
 
 /// Inputs per candidate row.
 pub const FEATURES: usize = 19;
@@ -49,6 +49,12 @@ pub const NAMES: [&str; FEATURES] = [
 /// Step of the time-aligned memory prediction, s (the simulator's default step).
 const PREDICT_STEP_S: f64 = 1.0;
 
+/// The time-aligned memory rule must also hold with the residents this many seconds ahead and
+/// behind: the simulator cuts steps at arrivals and finishes elsewhere, so phases drift by a
+/// sample against the prediction, and an exact fit overflowed the card once (OOM kill seen
+/// in test `under_a_budget_no_job_is_slowed_past_it`, 2 GPUs, Poisson arrivals).
+const DRIFT_S: f64 = 1.0;
+
 /// One decision round over a cluster view (the jobs placed so far in it count as residents).
 pub struct Round<'v> {
     view: &'v ClusterView<'v>,
@@ -63,6 +69,9 @@ pub struct Round<'v> {
     /// a GPU when a job joins it (jobs of one app share them).
     gains: HashMap<(*const AppProfile, usize), (f64, f64)>,
     aligned: HashMap<(*const AppProfile, usize), bool>,
+    /// The caller's slowdown budget (a fraction), when it set one: rows it would refuse are
+    /// not offered.
+    budget: Option<f64>,
     /// The interference model of the memory prediction (the greedy rule's).
     model: Contention,
     /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
@@ -72,6 +81,12 @@ pub struct Round<'v> {
 impl<'v> Round<'v> {
     /// A round over `view`, predicting interference with `greedy`'s model.
     pub fn new(view: &'v ClusterView<'v>, greedy: &'v Greedy) -> Self {
+        Round::with_budget(view, greedy, None)
+    }
+
+    /// A round that offers only rows the simulator's slowdown budget `max_slowdown` (a
+    /// fraction) would admit ([`dqngpu_sim::budget`], the same prediction).
+    pub fn with_budget(view: &'v ClusterView<'v>, greedy: &'v Greedy, max_slowdown: Option<f64>) -> Self {
         Round {
             view,
             greedy,
@@ -87,6 +102,7 @@ impl<'v> Round<'v> {
             gains: HashMap::new(),
             aligned: HashMap::new(),
             model: Contention::new(ContentionParams::FITTED),
+            budget: max_slowdown,
             pairs: Vec::new(),
         }
     }
@@ -128,7 +144,13 @@ impl<'v> Round<'v> {
                     continue;
                 }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
-                if !peak_fits && !self.aligned_fit(i, g) {
+                let legal = match self.budget {
+                    // Alone on a GPU a job is never refused (nothing slows it).
+                    Some(_) if idle[g] => true,
+                    Some(b) => self.predicted_fit(i, g, b, peak_fits),
+                    None => peak_fits || self.predicted_fit(i, g, f64::INFINITY, false),
+                };
+                if !legal {
                     continue;
                 }
                 idle_fits |= idle[g];
@@ -233,8 +255,9 @@ impl<'v> Round<'v> {
     }
 
     /// True when the GPU's residents (with the jobs placed this round) and job `i`, run
-    /// together from now, are predicted never to hold more memory than the card.
-    fn aligned_fit(&mut self, i: usize, g: usize) -> bool {
+    /// together from now, are predicted never to hold more memory than the card and, with a
+    /// finite `max_slowdown`, never to slow a job past it (less the budget's safety margin).
+    fn predicted_fit(&mut self, i: usize, g: usize, max_slowdown: f64, peak_fits: bool) -> bool {
         let profile = &self.view.queue[i].profile;
         let key = (std::sync::Arc::as_ptr(profile), g);
         if let Some(v) = self.aligned.get(&key) {
@@ -255,9 +278,19 @@ impl<'v> Round<'v> {
         for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
             jobs.push(BudgetJob { app: &q.app, profile: &q.profile, progress_s: 0.0, lost_s: 0.0 });
         }
-        // No slowdown limit: only memory decides here.
-        let p = budget::predict(&gpu.spec, &self.model, &jobs, f64::INFINITY, 0.0, PREDICT_STEP_S);
-        let fits = !p.memory_over;
+        let slack = if max_slowdown.is_finite() { BUDGET_MARGIN_STEPS * PREDICT_STEP_S } else { 0.0 };
+        let mut fits = budget::predict(&gpu.spec, &self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted;
+        if fits && !peak_fits {
+            let residents = gpu.running.len();
+            for shift in [DRIFT_S, -DRIFT_S] {
+                let mut drifted = jobs.clone();
+                for j in &mut drifted[..residents] {
+                    j.progress_s = (j.progress_s + shift).max(0.0);
+                }
+                let p = budget::predict(&gpu.spec, &self.model, &drifted, f64::INFINITY, 0.0, PREDICT_STEP_S);
+                fits &= !p.memory_over;
+            }
+        }
         self.aligned.insert(key, fits);
         fits
     }

@@ -98,7 +98,17 @@ pub fn decide_with(
     greedy: &Greedy,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    let mut round = Round::new(view, greedy);
+    decide_within(view, greedy, None, choose)
+}
+
+/// [`decide_with`] offering only rows a slowdown budget of `max_slowdown` (a fraction) admits.
+pub fn decide_within(
+    view: &ClusterView<'_>,
+    greedy: &Greedy,
+    max_slowdown: Option<f64>,
+    choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
+) -> Vec<Placement> {
+    let mut round = Round::with_budget(view, greedy, max_slowdown);
     let mut rows = Vec::new();
     loop {
         let n = round.rows(&mut rows);
@@ -130,6 +140,7 @@ pub struct ScorerPolicy {
     net: PolicyNet,
     mlp: Mlp,
     greedy: Greedy,
+    budget: Option<f64>,
 }
 
 impl ScorerPolicy {
@@ -145,7 +156,13 @@ impl ScorerPolicy {
                 ),
             });
         }
-        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default() })
+        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default(), budget: None })
+    }
+
+    /// The same policy, choosing only among groups the caller's slowdown budget (a fraction;
+    /// `simulate --max-slowdown`) admits, instead of proposing groups the caller then refuses.
+    pub fn with_budget(self, max_slowdown: Option<f64>) -> Self {
+        ScorerPolicy { budget: max_slowdown, ..self }
     }
 
     /// A fresh network: `hidden` layers, weights from `seed`.
@@ -183,7 +200,7 @@ impl Policy for ScorerPolicy {
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let mut scores = Vec::new();
-        decide_with(view, &self.greedy, &mut |_, rows, n| {
+        decide_within(view, &self.greedy, self.budget, &mut |_, rows, n| {
             self.mlp.scores(rows, n, &mut scores);
             best_row(&scores)
         })

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::features::FEATURES;
-use super::{best_row, decide_with, Mlp, ScorerPolicy};
+use super::{best_row, decide_within, Mlp, ScorerPolicy};
 use crate::error::RlError;
 use crate::net::{Head, Opt, PolicyNet};
 use crate::reinforce::{IterStats, Objective, TrainConfig};
@@ -192,7 +192,7 @@ fn imitation_episode(
     simulate(task, ep, Objective::Jct, &mut |view| {
         let mut todo: Vec<(dqngpu_model::JobId, usize)> =
             teacher.decide(view).iter().flat_map(|p| p.jobs.iter().map(move |&j| (j, p.gpu))).collect();
-        decide_with(view, greedy, &mut |round, rows, n| {
+        decide_within(view, greedy, task.config.max_slowdown, &mut |round, rows, n| {
             let mut labels: Vec<usize> = todo.iter().filter_map(|&(j, g)| round.row_of(j, g)).collect();
             if labels.is_empty() && round.hold_offered() {
                 labels.push(0);
@@ -280,7 +280,7 @@ fn lookahead_episode(
             let snapshot = sim.clone();
             let view = snapshot.view();
             let mut scores = Vec::new();
-            let placements = decide_with(&view, greedy, &mut |round, rows, n| {
+            let placements = decide_within(&view, greedy, task.config.max_slowdown, &mut |round, rows, n| {
                 prior.scores(rows, n, &mut scores);
                 let mut order: Vec<usize> = (0..n).collect();
                 order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
@@ -361,7 +361,7 @@ fn sampled_episode(
     let mut steps = Vec::new();
     let mut scores = Vec::new();
     let c = simulate(task, ep, objective, &mut |view| {
-        decide_with(view, greedy, &mut |_, rows, n| {
+        decide_within(view, greedy, task.config.max_slowdown, &mut |_, rows, n| {
             mlp.scores(rows, n, &mut scores);
             let top = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let w: Vec<f64> = scores.iter().map(|s| ((s - top) as f64).exp()).collect();
@@ -469,7 +469,7 @@ pub fn train(
     let objective = cfg.objective;
     let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
     let mut report = ScorerReport::default();
-    let untrained = ScorerPolicy::new(net.snapshot()?)?;
+    let untrained = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
     if cfg.iterations == 0 {
         return Ok((untrained, report, Vec::new()));
     }
@@ -535,7 +535,7 @@ pub fn train(
             }
         }
         report.imitation_steps = data.len();
-        let imitated = ScorerPolicy::new(net.snapshot()?)?;
+        let imitated = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
         report.imitation_validation = validate(&imitated)?;
         if report.imitation_validation <= best.0 {
             best = (report.imitation_validation, imitated, "imitation".into());
@@ -582,7 +582,7 @@ pub fn train(
                 }
             }
             report.lookahead_steps += data.len();
-            let p = ScorerPolicy::new(net.snapshot()?)?;
+            let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
             let v = validate(&p)?;
             report.lookahead_validation.push(v);
             if v < best.0 {
@@ -637,7 +637,7 @@ pub fn train(
         let last = it + 1 == cfg.iterations;
         let go_on = on_iter(&stats);
         if (it + 1) % recipe.validate_every.max(1) == 0 || last || !go_on {
-            let candidate = ScorerPolicy::new(net.snapshot()?)?;
+            let candidate = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
             let v = validate(&candidate)?;
             if v < best.0 {
                 best = (v, candidate, format!("pg {}", it + 1));
@@ -722,4 +722,77 @@ pub fn episodes(
         }
     }
     Ok(out)
+}
+
+/// One training setting of the scorer: libraries drawn on one cluster with one arrival
+/// pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Setting {
+    /// App libraries (`thesis`, `lucid`, `generated:SEED`, a directory).
+    pub libraries: Vec<String>,
+    /// Cluster, as `--gpus` takes it.
+    pub gpus: String,
+    /// Jobs per set.
+    pub jobs: usize,
+    /// Poisson arrivals (jobs/s); absent: all at t = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+    /// Training job sets per library.
+    pub jobsets: usize,
+}
+
+/// The default training distribution: the thesis's apps and six generated libraries
+/// (`generated:1`..`generated:6`, apps of every shape the thesis and Lucid span) on one Titan
+/// Xp, 30 jobs at t = 0, 5 sets per library. Generated libraries from seed 1001 on are never
+/// drawn, so they stay unseen. (Adding Poisson sets on 4 x 2 Titan Xp and Lucid's apps on an
+/// RTX 3090 was measured and placed worse in the experiment's cells: docs/RL.md.)
+pub fn default_settings() -> Vec<Setting> {
+    let libs = ["thesis", "generated:1", "generated:2", "generated:3", "generated:4", "generated:5", "generated:6"];
+    vec![Setting {
+        libraries: libs.iter().map(|s| s.to_string()).collect(),
+        gpus: "titanxp:1".into(),
+        jobs: 30,
+        arrival_rate: None,
+        jobsets: 5,
+    }]
+}
+
+/// The training and validation episodes of `settings` (training sets from
+/// [`train_seed_base`], one validation set per class and library from
+/// [`validation_seed_base`]); a library or cluster that cannot be resolved is named.
+pub fn settings_episodes(
+    settings: &[Setting],
+    classes: &[dqngpu_model::WorkloadClass],
+    seed: u64,
+) -> Result<(Vec<Episode>, Vec<Episode>), RlError> {
+    let (mut train, mut validation) = (Vec::new(), Vec::new());
+    for s in settings {
+        let mut libraries = Vec::new();
+        for name in &s.libraries {
+            libraries.push(Arc::new(dqngpu_model::library::resolve(name)?));
+        }
+        let cluster = ClusterSpec::parse_gpus(&s.gpus)?;
+        let arrivals = match s.arrival_rate {
+            None => dqngpu_sim::Arrivals::AllAtZero,
+            Some(rate_per_s) => dqngpu_sim::Arrivals::Poisson { rate_per_s },
+        };
+        if s.jobs == 0 || s.jobsets == 0 {
+            return Err(RlError::Config {
+                field: "training setting",
+                message: "jobs and jobsets must be at least 1".into(),
+            });
+        }
+        train.extend(episodes(&libraries, &cluster, classes, s.jobs, arrivals, s.jobsets, train_seed_base(seed))?);
+        validation.extend(episodes(
+            &libraries,
+            &cluster,
+            classes,
+            s.jobs,
+            arrivals,
+            classes.len(),
+            validation_seed_base(seed),
+        )?);
+    }
+    Ok((train, validation))
 }

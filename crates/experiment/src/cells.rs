@@ -1,0 +1,72 @@
+//! The settings users have (issue 10 item 7): each [`CellConfig`] is the main experiment with
+//! another library, cluster, arrivals or budget. Every scheduler runs on every class and
+//! evaluation seed of every cell, the trained agents unchanged (trained once, on the main
+//! setting's cluster; the scorer told the cell's budget); only summaries are kept (the runs of a 120-job cell are large).
+
+use indicatif::ProgressBar;
+
+use crate::agents::TrainedAgent;
+use crate::config::{CellConfig, ClusterConfig, ExperimentConfig};
+use crate::error::ExperimentError;
+use crate::results::{self, SummaryRow, TrainingRecord};
+use crate::runner::{self, Setup};
+
+/// The config of `cell`: the main one with the cell's library, cluster, jobs, arrivals, budget.
+pub fn cell_config(cfg: &ExperimentConfig, cell: &CellConfig) -> ExperimentConfig {
+    let mut c = cfg.clone();
+    c.library = cell.library.clone();
+    c.cluster = ClusterConfig { gpus: cell.gpus.clone(), file: None };
+    c.workloads.jobs = cell.jobs;
+    c.workloads.arrival_rate = cell.arrival_rate;
+    c.max_slowdown_pct = cell.max_slowdown_pct;
+    c.cells.clear();
+    c
+}
+
+/// Labels `rows` with the cell they come from.
+pub fn label(rows: &mut [SummaryRow], cell: &CellConfig) {
+    for r in rows {
+        r.cell = cell.name.clone();
+        r.library = cell.library.clone();
+        r.cluster = cell.gpus.clone();
+        r.arrivals = cell.arrivals();
+        r.max_slowdown = cell.budget();
+        r.jobs_per_set = cell.jobs;
+    }
+}
+
+/// The main setting as a cell (its rows are labelled `main`).
+pub fn main_cell(cfg: &ExperimentConfig) -> CellConfig {
+    CellConfig {
+        name: "main".into(),
+        library: cfg.library.clone(),
+        gpus: cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone()),
+        jobs: cfg.workloads.jobs,
+        arrival_rate: cfg.workloads.arrival_rate,
+        max_slowdown_pct: cfg.max_slowdown_pct,
+    }
+}
+
+/// Evaluates `schedulers` in every cell of `cfg`; returns the summary rows, labelled.
+pub fn run(
+    cfg: &ExperimentConfig,
+    schedulers: &[String],
+    trained: &[TrainedAgent],
+    training: &[TrainingRecord],
+    bar: &ProgressBar,
+) -> Result<Vec<SummaryRow>, ExperimentError> {
+    let mut out = Vec::new();
+    for cell in &cfg.cells {
+        let c = cell_config(cfg, cell);
+        let named =
+            |e: ExperimentError| ExperimentError::Run { what: format!("cell `{}`", cell.name), message: e.to_string() };
+        let setup = Setup::new(&c).map_err(named)?;
+        let budget = cell.max_slowdown_pct.map(|p| p / 100.0);
+        let make_policy = |name: &str, seed: u64| crate::policy_for(trained, name, seed, budget);
+        let (runs, _) = runner::evaluate(&c, &setup, schedulers, &make_policy, bar).map_err(named)?;
+        let mut rows = results::summarise(&runs, &c.workloads.classes, schedulers, training);
+        label(&mut rows, cell);
+        out.extend(rows);
+    }
+    Ok(out)
+}

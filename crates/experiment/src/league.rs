@@ -1,0 +1,142 @@
+//! The league table (issue 10 item 7): in every (cell, class), each policy's mean JCT and
+//! makespan relative to the best heuristic's there, and what each policy trades: its mean JCT
+//! ratio against the 95th-percentile execution slowdown of its jobs.
+
+use crate::results::SummaryRow;
+
+/// The heuristics a learned policy is measured against (issue 10's list).
+pub const HEURISTICS: [&str; 7] = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
+
+/// One policy in one (cell, class).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Cell name (`main` for the experiment's own setting).
+    pub cell: String,
+    /// Workload class.
+    pub class: String,
+    /// Scheduler.
+    pub scheduler: String,
+    /// Mean JCT / the best heuristic's mean JCT in this (cell, class).
+    pub jct_ratio: f64,
+    /// Makespan / the best heuristic's makespan.
+    pub makespan_ratio: f64,
+    /// Mean over seeds of the jobs' p95 execution slowdown.
+    pub p95_slowdown: f64,
+}
+
+/// Every (cell, class, scheduler) of `rows` with its ratios; (cell, class) pairs without a
+/// heuristic are left out.
+pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.cell.clone(), r.workload.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (cell, class) in keys {
+        let here: Vec<&SummaryRow> = rows.iter().filter(|r| r.cell == cell && r.workload == class).collect();
+        let heur = here.iter().filter(|r| HEURISTICS.contains(&r.scheduler.as_str()));
+        let best_jct = heur.clone().map(|r| r.mean_jct_s_mean).fold(f64::INFINITY, f64::min);
+        let best_mk = heur.map(|r| r.makespan_s_mean).fold(f64::INFINITY, f64::min);
+        if !(best_jct.is_finite() && best_jct > 0.0 && best_mk.is_finite() && best_mk > 0.0) {
+            continue;
+        }
+        for r in here {
+            out.push(Entry {
+                cell: cell.clone(),
+                class: class.clone(),
+                scheduler: r.scheduler.clone(),
+                jct_ratio: r.mean_jct_s_mean / best_jct,
+                makespan_ratio: r.makespan_s_mean / best_mk,
+                p95_slowdown: r.p95_exec_slowdown_mean,
+            });
+        }
+    }
+    out
+}
+
+/// A policy over every (cell, class): means of its ratios and how often it meets issue 10's
+/// lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// Scheduler.
+    pub scheduler: String,
+    /// (cell, class) pairs it ran in.
+    pub pairs: usize,
+    /// Mean JCT ratio.
+    pub jct_ratio: f64,
+    /// Mean makespan ratio.
+    pub makespan_ratio: f64,
+    /// Mean p95 execution slowdown.
+    pub p95_slowdown: f64,
+    /// Pairs with JCT <= 1.01x and makespan <= 1.02x the best heuristic's.
+    pub within: usize,
+    /// Pairs with JCT at least 5% below the best heuristic's.
+    pub better_by_5pct: usize,
+}
+
+/// One standing per scheduler, in `order`.
+pub fn standings(entries: &[Entry], order: &[String]) -> Vec<Standing> {
+    order
+        .iter()
+        .filter_map(|s| {
+            let mine: Vec<&Entry> = entries.iter().filter(|e| &e.scheduler == s).collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let n = mine.len() as f64;
+            let mean = |f: &dyn Fn(&Entry) -> f64| mine.iter().map(|e| f(e)).sum::<f64>() / n;
+            Some(Standing {
+                scheduler: s.clone(),
+                pairs: mine.len(),
+                jct_ratio: mean(&|e| e.jct_ratio),
+                makespan_ratio: mean(&|e| e.makespan_ratio),
+                p95_slowdown: mean(&|e| e.p95_slowdown),
+                within: mine.iter().filter(|e| e.jct_ratio <= 1.01 && e.makespan_ratio <= 1.02).count(),
+                better_by_5pct: mine.iter().filter(|e| e.jct_ratio <= 0.95).count(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(cell: &str, class: &str, s: &str, jct: f64, mk: f64) -> SummaryRow {
+        SummaryRow {
+            cell: cell.into(),
+            workload: class.into(),
+            scheduler: s.into(),
+            mean_jct_s_mean: jct,
+            makespan_s_mean: mk,
+            p95_exec_slowdown_mean: 1.2,
+            ..crate::results::tests::blank_row()
+        }
+    }
+
+    #[test]
+    fn ratios_are_to_the_best_heuristic_per_cell_and_class() {
+        let rows = vec![
+            row("a", "random", "sjf", 100.0, 400.0),
+            row("a", "random", "bestfit", 120.0, 300.0),
+            row("a", "random", "dqngpu", 90.0, 303.0),
+            row("b", "random", "sjf", 10.0, 40.0),
+            row("b", "random", "dqngpu", 10.05, 41.0),
+            // No heuristic here: left out.
+            row("c", "random", "dqngpu", 1.0, 1.0),
+        ];
+        let e = entries(&rows);
+        let d: Vec<&Entry> = e.iter().filter(|e| e.scheduler == "dqngpu").collect();
+        assert_eq!(d.len(), 2);
+        assert!((d[0].jct_ratio - 0.9).abs() < 1e-12 && (d[0].makespan_ratio - 1.01).abs() < 1e-12);
+        assert!((d[1].jct_ratio - 1.005).abs() < 1e-12 && (d[1].makespan_ratio - 1.025).abs() < 1e-12);
+        let s = standings(&e, &["dqngpu".to_string(), "sjf".to_string(), "none".to_string()]);
+        assert_eq!(s.len(), 2);
+        // Cell a: within both lines and 10% better; cell b: makespan 2.5% over.
+        assert_eq!((s[0].within, s[0].better_by_5pct, s[0].pairs), (1, 1, 2));
+        assert_eq!(s[1].scheduler, "sjf");
+    }
+}
