@@ -559,6 +559,12 @@ impl ExperimentConfig {
                         format!("{r} is not a positive rate (jobs/s)"),
                     ));
                 }
+                if let Some(b) = st.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
+                    return Err(bad(
+                        &format!("training.scorer_settings[{i}].max_slowdown_pct"),
+                        format!("{b} is not a percentage >= 0"),
+                    ));
+                }
             }
         }
         if let Some(r) = self.workloads.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {

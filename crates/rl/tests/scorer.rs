@@ -49,22 +49,26 @@ fn rows_are_the_legal_pairs_and_hold_waits_for_no_idle_gpu() {
     let mut round = Round::new(&view, &greedy);
     let mut rows = Vec::new();
     let n = round.rows(&mut rows);
-    // c beside a holds 14,000 MiB at every moment: not offered; GPU 1 is idle and fits, so no
-    // hold.
-    assert_eq!(pairs(&round, &view, n), vec![Some((1, 0)), Some((1, 1)), Some((2, 1))]);
+    // GPU 1 is idle and takes either job, so neither is offered beside `a` (c beside a would
+    // not fit anyway: 14,000 MiB), and there is no hold.
+    assert_eq!(pairs(&round, &view, n), vec![Some((1, 1)), Some((2, 1))]);
     assert!(!round.hold_offered());
     assert_eq!(rows.len(), n * FEATURES);
-    let f = |row: usize, name: &str| rows[row * FEATURES + NAMES.iter().position(|n| *n == name).unwrap()];
-    assert_eq!(f(0, "gpu_idle"), 0.0);
-    assert_eq!(f(1, "gpu_idle"), 1.0);
-    assert_eq!(f(1, "gain"), 1.0, "an idle GPU gains the job's whole rate");
-    assert!(f(0, "gain") < 1.0 && f(0, "gain") > 0.0, "sharing gains less: {}", f(0, "gain"));
-    assert!(f(0, "solo_rank") == f(1, "solo_rank") && (0..n).all(|r| f(r, "peak_fits") == 1.0));
-    // Place b on GPU 1: nothing is idle any more, so hold is row 0; c still fits beside b.
-    assert!(round.take(1));
+    let col = |name: &str| NAMES.iter().position(|n| *n == name).unwrap();
+    let f = |rows: &[f32], row: usize, name: &str| rows[row * FEATURES + col(name)];
+    assert_eq!(f(&rows, 0, "gpu_idle"), 1.0);
+    assert_eq!(f(&rows, 0, "gain"), 1.0, "an idle GPU gains the job's whole rate");
+    // Equal solo times: SJF's order falls to the id, b then c.
+    assert_eq!((f(&rows, 0, "solo_rank"), f(&rows, 1, "solo_rank")), (0.0, 1.0));
+    assert!((0..n).all(|r| f(&rows, r, "peak_fits") == 1.0));
+    // Place b on GPU 1: nothing is idle any more, so hold is row 0; c still fits beside b, and
+    // sharing gains less than a whole rate.
+    assert!(round.take(0));
     let n = round.rows(&mut rows);
     assert!(round.hold_offered());
     assert_eq!(pairs(&round, &view, n), vec![None, Some((2, 1))]);
+    assert_eq!(f(&rows, 1, "gpu_idle"), 0.0);
+    assert!(f(&rows, 1, "gain") < 1.0 && f(&rows, 1, "gain") > 0.0, "{}", f(&rows, 1, "gain"));
     assert!(!round.take(0), "hold ends the round");
     assert_eq!(round.placements(), vec![dqngpu_model::Placement { gpu: 1, jobs: vec![1] }]);
 }

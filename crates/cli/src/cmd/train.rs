@@ -269,6 +269,7 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
             jobs: a.jobs.unwrap_or(gpu::JOBS_PER_SET),
             arrival_rate: a.arrival_rate,
             jobsets: 5,
+            max_slowdown_pct: None,
         }]
     } else {
         st::default_settings()
@@ -328,12 +329,13 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
             settings
                 .iter()
                 .map(|s| format!(
-                    "libraries {} on {}, {} sets of {} jobs per library, arrivals {}",
+                    "libraries {} on {}, {} sets of {} jobs per library, arrivals {}{}",
                     s.libraries.join(","),
                     s.gpus,
                     s.jobsets,
                     s.jobs,
-                    s.arrival_rate.map_or("all at t = 0".to_string(), |r| format!("Poisson {r}/s"))
+                    s.arrival_rate.map_or("all at t = 0".to_string(), |r| format!("Poisson {r}/s")),
+                    s.max_slowdown_pct.map_or(String::new(), |b| format!(", budget {b}%"))
                 ))
                 .collect::<Vec<_>>()
                 .join("; "),

@@ -5,7 +5,8 @@
 //!
 //! A decision round offers, again and again, every legal (waiting job, GPU) pair plus "hold"
 //! (stop placing for now); the caller picks one row, [`Round::take`]s it, and asks again, until
-//! it holds or nothing is legal. Legal: no app it was OOM-killed beside is there, and memory
+//! it holds or nothing is legal. Legal: no app it was OOM-killed beside is there, no idle GPU
+//! could take the job instead (then only idle GPUs are offered for it), and memory
 //! fits, by either of two rules: the job's peak beside the residents' remaining peaks (the
 //! packing heuristics' rule, so no phase drift can overflow the card), or, where peaks
 //! collide, the time-aligned rule DqnGPU exists for: a prediction of that GPU with the job
@@ -139,8 +140,15 @@ impl<'v> Round<'v> {
             let solo = job.profile.solo_s().max(1e-9);
             let waited = (view.now_s - job.submit_s).max(0.0);
             let mean = job.profile.summary().mean;
+            // A job an idle GPU can take is not offered beside other jobs: sharing would slow
+            // it and them for nothing (an action mask, as Decima's and DeepRM's).
+            let idle_takes = view.gpus.iter().enumerate().any(|(g, gpu)| {
+                idle[g]
+                    && fit::compatible(job, gpu, &self.chosen[g])
+                    && self.peaks[i].gpu_mem_mib <= gpu.spec.memory_mib
+            });
             for (g, gpu) in view.gpus.iter().enumerate() {
-                if !fit::compatible(job, gpu, &self.chosen[g]) {
+                if (idle_takes && !idle[g]) || !fit::compatible(job, gpu, &self.chosen[g]) {
                     continue;
                 }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
