@@ -89,7 +89,7 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     let schedulers: Vec<String> = res["schedulers"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
     assert!(schedulers.iter().any(|x| x == "sjf"));
     let mut plots: Vec<String> = classes.iter().map(|c| format!("class_{c}")).collect();
-    plots.extend(["slowdown", "training_overhead", "cost", "training_curves"].map(String::from));
+    plots.extend(["slowdown", "training_overhead", "cost", "jct_vs_p95_slowdown", "training_curves"].map(String::from));
     plots.extend(schedulers.iter().map(|x| format!("timeline_{x}")));
     let html = std::fs::read_to_string(a.0.join("report.html")).unwrap();
     let md = std::fs::read_to_string(a.0.join("report.md")).unwrap();
@@ -128,10 +128,23 @@ fn quick_experiment_writes_consistent_files_and_replays() {
         "train_s",
     ];
     assert_eq!(&header[..required.len()], &required);
-    let csv_rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let all_rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let summary = res["summary"].as_array().unwrap();
-    assert_eq!(csv_rows.len(), summary.len());
+    let cells = res["cells"].as_array().unwrap();
+    // The main setting's rows, then every cell's (issue 10), each labelled.
+    assert_eq!(all_rows.len(), summary.len() + cells.len());
     assert_eq!(summary.len(), classes.len() * schedulers.len());
+    let cell_names: Vec<&str> = res["config"]["cells"].as_array().unwrap().iter().map(|c| s(&c["name"])).collect();
+    assert_eq!(cells.len(), cell_names.len() * classes.len() * schedulers.len(), "{cell_names:?}");
+    let cell_col = header.iter().position(|h| *h == "cell").unwrap();
+    let p95_col = header.iter().position(|h| *h == "p95_exec_slowdown_mean").unwrap();
+    for (row, js) in all_rows[summary.len()..].iter().zip(cells) {
+        assert!(cell_names.contains(&row[cell_col]) && row[cell_col] == s(&js["cell"]), "{row:?}");
+        let p95: f64 = row[p95_col].parse().unwrap();
+        assert!(p95 >= 1.0 - 1e-9 && (p95 - f(&js["p95_exec_slowdown_mean"])).abs() < 1e-4, "{row:?}");
+    }
+    assert!(md.contains("## League table") && cell_names.iter().all(|c| md.contains(&format!("### cell `{c}`"))));
+    let csv_rows = &all_rows[..summary.len()];
     let runs = res["runs"].as_array().unwrap();
     for (row, js) in csv_rows.iter().zip(summary) {
         assert_eq!((row[0], row[1]), (s(&js["workload"]), s(&js["scheduler"])));
