@@ -78,7 +78,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Printing into a closed pipe (`dqngpu simulate ... | head -1`) makes `println!` panic, since
+/// Rust ignores SIGPIPE (and this workspace forbids the unsafe call that would restore it): end
+/// quietly instead, with the status a shell gives a process killed by SIGPIPE (128 + 13).
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to std") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));

@@ -191,3 +191,24 @@ fn an_unsavable_model_path_is_refused_before_training() {
         assert!(err.contains("--output") && err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Printing into a closed pipe (`dqngpu simulate ... | head -1`) ends quietly with status 141
+/// (as a process killed by SIGPIPE), not with a panic.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        // About 1 MB of JSON: far more than a pipe holds, so the write meets the closed pipe.
+        .args(["simulate", "--scheduler", "all", "--format", "json", "--n-jobs", "300"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is dropped here: later writes hit a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(141), "{err}");
+}
