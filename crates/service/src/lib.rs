@@ -74,6 +74,10 @@ pub struct ServiceConfig {
     pub adopt_poll: Duration,
     /// Least time between two placement passes: a burst of submissions is placed together.
     pub min_pass_interval: Duration,
+    /// Slowdown budget for every policy (a fraction, `serve --max-slowdown`): a group predicted
+    /// by the contention model to slow a job on its GPU past it is not started, as in the
+    /// simulator (`dqngpu_sim::budget`). `None`: no budget.
+    pub max_slowdown: Option<f64>,
 }
 
 impl ServiceConfig {
@@ -90,6 +94,7 @@ impl ServiceConfig {
             queue_window: 256,
             adopt_poll: Duration::from_millis(200),
             min_pass_interval: Duration::from_millis(5),
+            max_slowdown: None,
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct Metrics {
     pub oom_kills: AtomicU64,
     /// Jobs the loop started itself because the policy held while a GPU was idle (liveness).
     pub liveness_starts: AtomicU64,
+    /// Groups the slowdown budget kept from starting.
+    pub budget_refusals: AtomicU64,
     buckets: [AtomicU64; DECISION_BUCKETS_S.len()],
     latency_count: AtomicU64,
     latency_sum_ns: AtomicU64,
@@ -58,6 +60,11 @@ impl Metrics {
             "dqngpu_liveness_starts_total",
             "Jobs started by the liveness rule (the policy held while a GPU was idle).",
             c(&self.liveness_starts),
+        );
+        counter(
+            "dqngpu_budget_refusals_total",
+            "Groups the slowdown budget kept from starting (predicted past it).",
+            c(&self.budget_refusals),
         );
         let name = "dqngpu_decision_latency_seconds";
         let _ = writeln!(out, "# HELP {name} Time the policy took to decide.\n# TYPE {name} histogram");

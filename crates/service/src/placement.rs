@@ -342,6 +342,27 @@ impl Placer {
                 Vec::new()
             }
         };
+        // The slowdown budget, for every policy, before the liveness rule, as the simulator
+        // applies it: groups predicted to slow a job on their GPU past it wait.
+        let decision = match self.core.cfg.max_slowdown {
+            Some(b) => {
+                let model = dqngpu_interference::Contention::new(dqngpu_interference::ContentionParams::FITTED);
+                let (kept, refused) =
+                    dqngpu_sim::budget::within_budget(view.now_s, view.gpus, view.queue, &decision, &model, b, 1.0);
+                if refused > 0 {
+                    self.core.metrics.budget_refusals.fetch_add(refused as u64, std::sync::atomic::Ordering::Relaxed);
+                    let detail = format!(
+                        "{refused} group(s) of policy `{}` predicted to slow a job past the {:.0}% budget; they wait",
+                        self.policy.name(),
+                        b * 100.0
+                    );
+                    tracing::info!("{detail}");
+                    self.core.store.event(None, "budget_refusal", &detail, now)?;
+                }
+                kept
+            }
+            None => decision,
+        };
         // Liveness: a policy that holds while a GPU is idle and a waiting job fits it gets
         // the oldest such job started for it, as the simulator does.
         let decision = match liveness_start(&view, &decision) {

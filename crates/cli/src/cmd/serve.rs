@@ -55,6 +55,11 @@ pub struct Args {
     /// Set CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for every job (when MPS runs).
     #[arg(long)]
     mps_thread_pct: Option<u8>,
+    /// Slowdown budget for every policy, percent, or `off` [default: off]: a group predicted
+    /// (contention model) to slow a job on its GPU past it is not started, as `simulate
+    /// --max-slowdown` does; the DqnGPU scorer chooses within it.
+    #[arg(long, value_name = "PCT|off")]
+    max_slowdown: Option<String>,
     /// Per-request time limit, seconds [default: 10].
     #[arg(long)]
     request_timeout_s: Option<u64>,
@@ -93,6 +98,7 @@ struct FileConfig {
     tick_ms: Option<u64>,
     max_retries: Option<u32>,
     mps_thread_pct: Option<u8>,
+    max_slowdown: Option<String>,
     request_timeout_s: Option<u64>,
 }
 
@@ -128,7 +134,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let policy = resolve_policy(&scheduler, model.as_deref(), seed)?;
+    let max_slowdown = match args.max_slowdown.or(file.max_slowdown) {
+        Some(s) => super::parse_max_slowdown(&s)?,
+        None => None,
+    };
+    let policy = resolve_policy(&scheduler, model.as_deref(), seed, max_slowdown)?;
     let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
     let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
     let mut cfg = ServiceConfig::new(
@@ -144,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(n) = args.max_retries.or(file.max_retries) {
         cfg.max_retries = n;
     }
+    cfg.max_slowdown = max_slowdown;
     cfg.mps_thread_pct = args.mps_thread_pct.or(file.mps_thread_pct);
     if cfg.mps_thread_pct.is_some_and(|p| p == 0 || p > 100) {
         anyhow::bail!("--mps-thread-pct must be 1..=100");
@@ -172,8 +183,8 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
 
 /// The policy by name (any case): the same resolver as `simulate`, so a trained agent runs
 /// here unchanged.
-fn resolve_policy(name: &str, model: Option<&Path>, seed: u64) -> anyhow::Result<Arc<dyn Policy>> {
-    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, None)?))
+fn resolve_policy(name: &str, model: Option<&Path>, seed: u64, budget: Option<f64>) -> anyhow::Result<Arc<dyn Policy>> {
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, budget)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

@@ -92,3 +92,56 @@ async fn a_policy_that_never_places_is_overruled_by_the_liveness_rule() {
     let jobs: Vec<i64> = q.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
     assert_eq!(jobs, vec![a as i64, b as i64]);
 }
+
+/// A policy that starts every waiting job on GPU 0 at once.
+struct PackAll;
+impl dqngpu_model::Policy for PackAll {
+    fn name(&self) -> &str {
+        "test-pack-all"
+    }
+    fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        if view.queue.is_empty() {
+            return Vec::new();
+        }
+        vec![dqngpu_model::Placement { gpu: 0, jobs: view.queue.iter().map(|q| q.id).collect() }]
+    }
+}
+
+/// Issue 10 item 2: `serve --max-slowdown` applies the simulator's budget to every policy. Two
+/// GPU-saturating jobs packed together would each run at about half speed: the group is
+/// refused (counted, logged), the liveness rule starts the older alone, and the other runs
+/// after it, never beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowdown_budget_keeps_a_slowing_group_from_starting() {
+    use crate::util::{call, config, profile_json};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut cfg = config(data.clone(), "titanxp:1");
+    cfg.max_slowdown = Some(0.10);
+    let service = dqngpu_service::Service::start(cfg, std::sync::Arc::new(PackAll), None).unwrap();
+    let router = service.router(&dqngpu_service::HttpConfig::default());
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("busy", 1000.0, 100.0, 30)), &[]).await;
+    assert_eq!(s, axum::http::StatusCode::CREATED);
+    // Submitted before the loop's next pass, so the policy sees both at once.
+    let a = submit(&router, "busy", &["sleep", "0.3"]).await;
+    let b = submit(&router, "busy", &["sleep", "0.3"]).await;
+    let va = wait_final(&router, a).await;
+    let vb = wait_final(&router, b).await;
+    assert_eq!((va["state"].as_str(), vb["state"].as_str()), (Some("succeeded"), Some("succeeded")), "{va} {vb}");
+    let (a_end, b_start) =
+        (va["history"][0]["finished_at"].as_f64().unwrap(), vb["history"][0]["started_at"].as_f64().unwrap());
+    assert!(b_start >= a_end - 1e-3, "b started at {b_start} beside a (ended {a_end})");
+    assert!(vb["history"][0]["co_apps"].as_array().unwrap().is_empty(), "{vb}");
+    let (_, m) = call(&router, "GET", "/metrics", None, &[]).await;
+    let m = m.as_str().unwrap().to_string();
+    let refusals: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("dqngpu_budget_refusals_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(refusals >= 1, "{m}");
+    service.stop().await;
+    let db = rusqlite::Connection::open(data.join("dqngpu.sqlite")).unwrap();
+    let n: i64 = db.query_row("SELECT COUNT(*) FROM events WHERE kind = 'budget_refusal'", [], |r| r.get(0)).unwrap();
+    assert!(n >= 1);
+}
