@@ -511,14 +511,16 @@ pub fn train(
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
     let rules = rules_of(recipe, cfg.seed)?;
-    let reference = reference_costs(task, objective, &rules)?;
-    let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, Who::Scorer(p));
-    // The best single rule, on the same scale.
-    report.expert_validation = f64::INFINITY;
+    // Each rule runs the validation sets once: the reference is their minimum per set, and
+    // the best single rule's score comes from the same runs.
+    let mut rule_costs = Vec::with_capacity(rules.len());
     for rule in &rules {
-        report.expert_validation =
-            report.expert_validation.min(normalised(task, objective, &reference, Who::Rule(rule.as_ref()))?);
+        rule_costs.push(costs(task, &task.validation, objective, Who::Rule(rule.as_ref()))?);
     }
+    let reference: Vec<f64> =
+        (0..task.validation.len()).map(|k| rule_costs.iter().map(|c| c[k]).fold(f64::INFINITY, f64::min)).collect();
+    let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, Who::Scorer(p));
+    report.expert_validation = rule_costs.iter().map(|c| ratio_mean(c, &reference)).fold(f64::INFINITY, f64::min);
     report.untrained_validation = validate(&untrained)?;
     let mut best = (report.untrained_validation, untrained, "untrained".to_string());
 
@@ -705,9 +707,13 @@ fn reference_costs(task: &ScorerTask, objective: Objective, rules: &[Box<dyn Pol
 
 /// Mean over the validation sets of `policy`'s objective / `reference`.
 fn normalised(task: &ScorerTask, objective: Objective, reference: &[f64], who: Who<'_>) -> Result<f64, RlError> {
-    let c = costs(task, &task.validation, objective, who)?;
-    let n = c.len().max(1) as f64;
-    Ok(c.iter().zip(reference).map(|(v, r)| if r.is_finite() && *r > 0.0 { v / r } else { 1.0 }).sum::<f64>() / n)
+    Ok(ratio_mean(&costs(task, &task.validation, objective, who)?, reference))
+}
+
+/// Mean of `costs[k] / reference[k]` (1 where the reference is not a positive number).
+fn ratio_mean(costs: &[f64], reference: &[f64]) -> f64 {
+    let n = costs.len().max(1) as f64;
+    costs.iter().zip(reference).map(|(v, r)| if r.is_finite() && *r > 0.0 { v / r } else { 1.0 }).sum::<f64>() / n
 }
 
 /// The validation score training reports for `policy`: the mean over `task`'s validation sets
