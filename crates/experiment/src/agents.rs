@@ -44,6 +44,9 @@ fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
 
 /// Trains each of `names` (RL schedulers) on the config's training job sets. An agent whose
 /// training fails comes back in the second list with the reason (the report shows it).
+///
+/// One piece on purpose (about 85 lines): one loop over the agents, each with its bar, its
+/// training call and its record; the scorer's own training is `train_scorer`.
 pub fn train(
     cfg: &ExperimentConfig,
     setup: &Setup,

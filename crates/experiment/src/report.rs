@@ -355,6 +355,9 @@ fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
 }
 
 /// The league table: every policy against the best heuristic in every cell and class.
+///
+/// One piece on purpose (about 80 lines): the standings and the per-cell tables are one
+/// section of the report, in the order it reads.
 fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
     use crate::league;
     let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();

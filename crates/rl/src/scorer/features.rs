@@ -11,8 +11,9 @@
 //! packing heuristics' rule, so no phase drift can overflow the card), or, where peaks
 //! collide, the time-aligned rule DqnGPU exists for: a prediction of that GPU with the job
 //! added (the simulator's own stepping under the contention model, [`dqngpu_sim::budget`])
-//! in which memory never passes the card. Feature `peak_fits` tells the two apart. Hold is not offered while a GPU is idle and some
-//! job fits it (a learned policy must not leave a fitting job waiting beside an idle GPU).
+//! in which memory never passes the card. Feature `peak_fits` tells the two apart. Hold is
+//! not offered while a GPU is idle and some job fits it (a learned policy must not leave a
+//! fitting job waiting beside an idle GPU).
 
 use std::collections::HashMap;
 
@@ -55,6 +56,18 @@ const PREDICT_STEP_S: f64 = 1.0;
 /// sample against the prediction, and an exact fit overflowed the card once (OOM kill seen
 /// in test `under_a_budget_no_job_is_slowed_past_it`, 2 GPUs, Poisson arrivals).
 const DRIFT_S: f64 = 1.0;
+
+/// What every row of one choice shares: the waiting jobs' solo-time ranks and spread, which
+/// GPUs are idle, the queue's length.
+struct QueueFacts {
+    rank: Vec<usize>,
+    rank_den: f64,
+    min_solo: f64,
+    mean_solo: f64,
+    idle: Vec<bool>,
+    idle_share: f32,
+    queue_len: f32,
+}
 
 /// One decision round over a cluster view (the jobs placed so far in it count as residents).
 pub struct Round<'v> {
@@ -133,13 +146,11 @@ impl<'v> Round<'v> {
         let idle_share = idle.iter().filter(|&&b| b).count() as f32 / idle.len().max(1) as f32;
         let queue_len = ((1.0 + waiting.len() as f64).ln() / 5.0) as f32;
         let rank_den = (waiting.len().max(2) - 1) as f64;
+        let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle: idle.clone(), idle_share, queue_len };
         let mut rows: Vec<[f32; FEATURES]> = Vec::new();
         let mut idle_fits = false;
         for &i in &waiting {
             let job = &view.queue[i];
-            let solo = job.profile.solo_s().max(1e-9);
-            let waited = (view.now_s - job.submit_s).max(0.0);
-            let mean = job.profile.summary().mean;
             // A job an idle GPU can take is not offered beside other jobs: sharing would slow
             // it and them for nothing (an action mask, as Decima's and DeepRM's).
             let idle_takes = view.gpus.iter().enumerate().any(|(g, gpu)| {
@@ -162,38 +173,7 @@ impl<'v> Round<'v> {
                     continue;
                 }
                 idle_fits |= idle[g];
-                let (gain, own) = self.gain(i, g);
-                let cap = gpu.spec.memory_mib.max(1.0);
-                let members = &self.members[g];
-                let util_now: f64 = members
-                    .iter()
-                    .map(|m| m.profile.demand_at(m.progress_s.min(m.profile.solo_s())).gpu_util_pct)
-                    .sum();
-                let left: f64 = if members.is_empty() {
-                    0.0
-                } else {
-                    members.iter().map(|m| (m.profile.solo_s() - m.progress_s).max(0.0)).sum::<f64>()
-                        / members.len() as f64
-                };
-                let mut r = [0f32; FEATURES];
-                r[1] = idle[g] as u8 as f32;
-                r[2] = members.len() as f32 / 4.0;
-                r[3] = ((1.0 + solo / 60.0).ln() / 5.0) as f32;
-                r[4] = (rank[i] as f64 / rank_den) as f32;
-                r[5] = ((solo / mean_solo).min(4.0) / 4.0) as f32;
-                r[6] = gain as f32;
-                r[7] = own as f32;
-                r[8] = (own - gain) as f32;
-                r[9] = (gain * min_solo / solo) as f32;
-                r[10] = (self.peaks[i].gpu_mem_mib / cap) as f32;
-                r[11] = ((cap - self.load[g].gpu_mem_mib - self.peaks[i].gpu_mem_mib) / cap) as f32;
-                r[12] = (mean.gpu_util_pct / 100.0) as f32;
-                r[13] = ((util_now / 100.0).min(2.0) / 2.0) as f32;
-                r[14] = queue_len;
-                r[15] = (waited / (waited + solo)) as f32;
-                r[16] = idle_share;
-                r[17] = ((left / solo).min(4.0) / 4.0) as f32;
-                r[18] = peak_fits as u8 as f32;
+                let r = self.features(i, g, peak_fits, &ctx);
                 rows.push(r);
                 self.pairs.push(Some((i, g)));
             }
@@ -214,6 +194,46 @@ impl<'v> Round<'v> {
             out.extend_from_slice(r);
         }
         self.pairs.len()
+    }
+
+    /// The features of placing job `i` on GPU `g` (see [`NAMES`]).
+    fn features(&mut self, i: usize, g: usize, peak_fits: bool, q: &QueueFacts) -> [f32; FEATURES] {
+        let view = self.view;
+        let job = &view.queue[i];
+        let solo = job.profile.solo_s().max(1e-9);
+        let waited = (view.now_s - job.submit_s).max(0.0);
+        let mean = job.profile.summary().mean;
+        let gpu = &view.gpus[g];
+        let (gain, own) = self.gain(i, g);
+        let cap = gpu.spec.memory_mib.max(1.0);
+        let members = &self.members[g];
+        let util_now: f64 =
+            members.iter().map(|m| m.profile.demand_at(m.progress_s.min(m.profile.solo_s())).gpu_util_pct).sum();
+        let left: f64 = if members.is_empty() {
+            0.0
+        } else {
+            members.iter().map(|m| (m.profile.solo_s() - m.progress_s).max(0.0)).sum::<f64>() / members.len() as f64
+        };
+        let mut r = [0f32; FEATURES];
+        r[1] = q.idle[g] as u8 as f32;
+        r[2] = members.len() as f32 / 4.0;
+        r[3] = ((1.0 + solo / 60.0).ln() / 5.0) as f32;
+        r[4] = (q.rank[i] as f64 / q.rank_den) as f32;
+        r[5] = ((solo / q.mean_solo).min(4.0) / 4.0) as f32;
+        r[6] = gain as f32;
+        r[7] = own as f32;
+        r[8] = (own - gain) as f32;
+        r[9] = (gain * q.min_solo / solo) as f32;
+        r[10] = (self.peaks[i].gpu_mem_mib / cap) as f32;
+        r[11] = ((cap - self.load[g].gpu_mem_mib - self.peaks[i].gpu_mem_mib) / cap) as f32;
+        r[12] = (mean.gpu_util_pct / 100.0) as f32;
+        r[13] = ((util_now / 100.0).min(2.0) / 2.0) as f32;
+        r[14] = q.queue_len;
+        r[15] = (waited / (waited + solo)) as f32;
+        r[16] = q.idle_share;
+        r[17] = ((left / solo).min(4.0) / 4.0) as f32;
+        r[18] = peak_fits as u8 as f32;
+        r
     }
 
     /// The (job index in the view's queue, GPU) of row `row` of the last [`Round::rows`];

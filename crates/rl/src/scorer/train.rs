@@ -295,6 +295,9 @@ fn with_pair(mut placements: Vec<Placement>, gpu: usize, id: dqngpu_model::JobId
 /// `prior` scores highest (at most `top_k`, plus hold) are each played out to the end with
 /// `base`; the rows with the lowest objective are the labels. `learner` (DAgger) or the best
 /// row drives.
+///
+/// One piece on purpose (about 85 lines): the episode loop, the rollouts of one choice and
+/// their labelling share the simulator snapshot and the round, and read best in one place.
 #[allow(clippy::too_many_arguments)]
 fn lookahead_episode(
     task: &ScorerTask,
@@ -488,6 +491,112 @@ fn pg_update(net: &PolicyNet, opt: &mut Opt, steps: &[&Step], adv: &[f32], entro
     opt.step(&gradients(net, &loss)?)
 }
 
+/// `epochs` passes over `data` in minibatches of 256 steps, shuffled by `rng`.
+fn fit_epochs(
+    net: &PolicyNet,
+    opt: &mut Opt,
+    data: &[Step],
+    epochs: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<(), RlError> {
+    for _ in 0..epochs {
+        let mut order: Vec<usize> = (0..data.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        for chunk in order.chunks(256) {
+            let steps: Vec<&Step> = chunk.iter().map(|&i| &data[i]).collect();
+            imitation_update(net, opt, &steps)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each training set's teacher: the index of the rule with the lowest objective there (the
+/// first on ties); records every rule's mean and the teachers' counts in `report`.
+fn teachers(
+    task: &ScorerTask,
+    objective: Objective,
+    rules: &[Box<dyn Policy>],
+    report: &mut ScorerReport,
+) -> Result<Vec<usize>, RlError> {
+    let mut per_set: Vec<Vec<f64>> = Vec::new();
+    for rule in rules {
+        let costs: Vec<f64> = task
+            .train
+            .par_iter()
+            .map(|ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))
+            .collect::<Result<_, _>>()?;
+        report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
+        per_set.push(costs);
+    }
+    let teacher_of: Vec<usize> = (0..task.train.len())
+        .map(|e| (0..rules.len()).min_by(|&a, &b| per_set[a][e].total_cmp(&per_set[b][e]).then(a.cmp(&b))).unwrap_or(0))
+        .collect();
+    let mut counts: Vec<String> = Vec::new();
+    for (r, rule) in rules.iter().enumerate() {
+        let n = teacher_of.iter().filter(|&&t| t == r).count();
+        if n > 0 {
+            counts.push(format!("{} x{n}", rule.name()));
+        }
+    }
+    report.expert = counts.join(", ");
+    Ok(teacher_of)
+}
+
+/// Policy-gradient iteration `it`: sampled rollouts on its window of job sets, advantages
+/// against each set's mean, one update.
+#[allow(clippy::too_many_arguments)]
+fn pg_iteration(
+    task: &ScorerTask,
+    cfg: &TrainConfig,
+    recipe: &ScorerRecipe,
+    net: &PolicyNet,
+    opt: &mut Opt,
+    greedy: &Greedy,
+    it: usize,
+    started: Instant,
+) -> Result<IterStats, RlError> {
+    let sets = task.train.len();
+    let per_iter = cfg.jobsets_per_iter.clamp(1, sets);
+    let episodes = cfg.episodes.max(2);
+    let mlp = Mlp::from_net(net)?;
+    let window: Vec<usize> = (0..per_iter).map(|k| (it * per_iter + k) % sets).collect();
+    let jobs: Vec<(usize, usize)> = window.iter().flat_map(|&s| (0..episodes).map(move |e| (s, e))).collect();
+    let runs: Vec<(Vec<Step>, f64)> = jobs
+        .par_iter()
+        .map(|&(s, e)| {
+            let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add((it * 10_007 + s * 101 + e) as u64);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            sampled_episode(task, &task.train[s], cfg.objective, &mlp, greedy, &mut rng)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut steps: Vec<&Step> = Vec::new();
+    let mut adv: Vec<f32> = Vec::new();
+    for (k, _) in window.iter().enumerate() {
+        let group = &runs[k * episodes..(k + 1) * episodes];
+        let mean = group.iter().map(|r| r.1).sum::<f64>() / episodes as f64;
+        for (ep_steps, c) in group {
+            let a = if mean > 0.0 { ((mean - c) / mean) as f32 } else { 0.0 };
+            for s in ep_steps.iter().filter(|s| s.n > 1) {
+                steps.push(s);
+                adv.push(a);
+            }
+        }
+    }
+    let entropy = recipe.entropy * (1.0 - it as f64 / cfg.iterations as f64);
+    pg_update(net, opt, &steps, &adv, entropy)?;
+    let mean_score = runs.iter().map(|r| r.1).sum::<f64>() / runs.len() as f64;
+    Ok(IterStats {
+        iteration: it + 1,
+        mean_return: -mean_score,
+        mean_score,
+        mean_steps: runs.iter().map(|r| r.0.len()).sum::<usize>() as f64 / runs.len() as f64,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        lr: cfg.lr,
+    })
+}
+
 /// Trains a scorer on `task`. `on_iter` sees each policy-gradient iteration's statistics
 /// (mean sampled objective as the score) and returns false to stop.
 pub fn train(
@@ -525,29 +634,9 @@ pub fn train(
     let mut best = (report.untrained_validation, untrained, "untrained".to_string());
 
     // 1. The teachers: on each training set, the rule with the lowest objective there.
-    let mut per_set: Vec<Vec<f64>> = Vec::new();
-    for rule in &rules {
-        let costs: Vec<f64> = task
-            .train
-            .par_iter()
-            .map(|ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))
-            .collect::<Result<_, _>>()?;
-        report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
-        per_set.push(costs);
-    }
-    let teacher_of: Vec<usize> = (0..task.train.len())
-        .map(|e| (0..rules.len()).min_by(|&a, &b| per_set[a][e].total_cmp(&per_set[b][e]).then(a.cmp(&b))).unwrap_or(0))
-        .collect();
+    let teacher_of = teachers(task, objective, &rules, &mut report)?;
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     if !rules.is_empty() {
-        let mut counts: Vec<String> = Vec::new();
-        for (r, rule) in rules.iter().enumerate() {
-            let n = teacher_of.iter().filter(|&&t| t == r).count();
-            if n > 0 {
-                counts.push(format!("{} x{n}", rule.name()));
-            }
-        }
-        report.expert = counts.join(", ");
         // 2. Imitation, with DAgger rounds.
         let mut data: Vec<Step> = Vec::new();
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1417);
@@ -560,16 +649,7 @@ pub fn train(
                 .map(|(e, ep)| imitation_episode(task, ep, rules[teacher_of[e]].as_ref(), learner.as_ref(), &greedy))
                 .collect::<Result<_, _>>()?;
             data.extend(more.into_iter().flatten());
-            for _ in 0..recipe.imitation_epochs {
-                let mut order: Vec<usize> = (0..data.len()).collect();
-                for i in (1..order.len()).rev() {
-                    order.swap(i, rng.gen_range(0..=i));
-                }
-                for chunk in order.chunks(256) {
-                    let steps: Vec<&Step> = chunk.iter().map(|&i| &data[i]).collect();
-                    imitation_update(&net, &mut opt, &steps)?;
-                }
-            }
+            fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
         }
         report.imitation_steps = data.len();
         let imitated = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
@@ -607,16 +687,7 @@ pub fn train(
                     })
                     .collect::<Result<_, _>>()?;
                 data.extend(more.into_iter().flatten());
-                for _ in 0..recipe.imitation_epochs {
-                    let mut order: Vec<usize> = (0..data.len()).collect();
-                    for i in (1..order.len()).rev() {
-                        order.swap(i, rng.gen_range(0..=i));
-                    }
-                    for chunk in order.chunks(256) {
-                        let steps: Vec<&Step> = chunk.iter().map(|&i| &data[i]).collect();
-                        imitation_update(&net, &mut opt, &steps)?;
-                    }
-                }
+                fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
             }
             report.lookahead_steps += data.len();
             let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
@@ -631,45 +702,8 @@ pub fn train(
     // 3. Policy gradient.
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     let mut curve = Vec::new();
-    let sets = task.train.len();
-    let per_iter = cfg.jobsets_per_iter.clamp(1, sets);
-    let episodes = cfg.episodes.max(2);
     for it in 0..cfg.iterations {
-        let mlp = Mlp::from_net(&net)?;
-        let window: Vec<usize> = (0..per_iter).map(|k| (it * per_iter + k) % sets).collect();
-        let jobs: Vec<(usize, usize)> = window.iter().flat_map(|&s| (0..episodes).map(move |e| (s, e))).collect();
-        let runs: Vec<(Vec<Step>, f64)> = jobs
-            .par_iter()
-            .map(|&(s, e)| {
-                let seed = cfg.seed.wrapping_mul(1_000_003).wrapping_add((it * 10_007 + s * 101 + e) as u64);
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                sampled_episode(task, &task.train[s], objective, &mlp, &greedy, &mut rng)
-            })
-            .collect::<Result<_, _>>()?;
-        let mut steps: Vec<&Step> = Vec::new();
-        let mut adv: Vec<f32> = Vec::new();
-        for (k, _) in window.iter().enumerate() {
-            let group = &runs[k * episodes..(k + 1) * episodes];
-            let mean = group.iter().map(|r| r.1).sum::<f64>() / episodes as f64;
-            for (ep_steps, c) in group {
-                let a = if mean > 0.0 { ((mean - c) / mean) as f32 } else { 0.0 };
-                for s in ep_steps.iter().filter(|s| s.n > 1) {
-                    steps.push(s);
-                    adv.push(a);
-                }
-            }
-        }
-        let entropy = recipe.entropy * (1.0 - it as f64 / cfg.iterations as f64);
-        pg_update(&net, &mut opt, &steps, &adv, entropy)?;
-        let mean_score = runs.iter().map(|r| r.1).sum::<f64>() / runs.len() as f64;
-        let stats = IterStats {
-            iteration: it + 1,
-            mean_return: -mean_score,
-            mean_score,
-            mean_steps: runs.iter().map(|r| r.0.len()).sum::<usize>() as f64 / runs.len() as f64,
-            elapsed_s: started.elapsed().as_secs_f64(),
-            lr: cfg.lr,
-        };
+        let stats = pg_iteration(task, cfg, recipe, &net, &mut opt, &greedy, it, started)?;
         curve.push(stats);
         let last = it + 1 == cfg.iterations;
         let go_on = on_iter(&stats);
