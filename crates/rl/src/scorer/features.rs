@@ -79,6 +79,9 @@ pub struct Round<'v> {
     chosen: Vec<Vec<&'v QueuedJob>>,
     taken: Vec<bool>,
     peaks: Vec<Resources>,
+    /// Each waiting job's mean GPU util over its profile (a profile summary is a pass over
+    /// every sample; once per round, not once per row).
+    mean_util: Vec<f64>,
     /// Predicted (gain, own rate) and time-aligned memory fit per (profile, GPU), dropped for
     /// a GPU when a job joins it (jobs of one app share them).
     gains: HashMap<(*const AppProfile, usize), (f64, f64)>,
@@ -113,6 +116,7 @@ impl<'v> Round<'v> {
             chosen: vec![Vec::new(); view.gpus.len()],
             taken: vec![false; view.queue.len()],
             peaks: view.queue.iter().map(fit::job_peak).collect(),
+            mean_util: view.queue.iter().map(|q| q.profile.summary().mean.gpu_util_pct).collect(),
             gains: HashMap::new(),
             aligned: HashMap::new(),
             model: Contention::new(ContentionParams::FITTED),
@@ -202,7 +206,6 @@ impl<'v> Round<'v> {
         let job = &view.queue[i];
         let solo = job.profile.solo_s().max(1e-9);
         let waited = (view.now_s - job.submit_s).max(0.0);
-        let mean = job.profile.summary().mean;
         let gpu = &view.gpus[g];
         let (gain, own) = self.gain(i, g);
         let cap = gpu.spec.memory_mib.max(1.0);
@@ -226,7 +229,7 @@ impl<'v> Round<'v> {
         r[9] = (gain * q.min_solo / solo) as f32;
         r[10] = (self.peaks[i].gpu_mem_mib / cap) as f32;
         r[11] = ((cap - self.load[g].gpu_mem_mib - self.peaks[i].gpu_mem_mib) / cap) as f32;
-        r[12] = (mean.gpu_util_pct / 100.0) as f32;
+        r[12] = (self.mean_util[i] / 100.0) as f32;
         r[13] = ((util_now / 100.0).min(2.0) / 2.0) as f32;
         r[14] = q.queue_len;
         r[15] = (waited / (waited + solo)) as f32;

@@ -113,7 +113,7 @@ impl Default for ScorerRecipe {
             imitation_epochs: 40,
             dagger_rounds: 1,
             entropy: 0.01,
-            validate_every: 5,
+            validate_every: 10,
             lookahead_rounds: 1,
             lookahead_top_k: 6,
         }
