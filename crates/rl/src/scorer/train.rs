@@ -1,18 +1,24 @@
-//! Training the scorer: imitation, then policy gradient, keeping the best on validation.
+//! Training the scorer: imitation, look-ahead, then policy gradient, keeping the best on
+//! validation (docs/RL.md).
 //!
-//! 1. **Expert.** Every rule in [`ScorerRecipe::experts`] runs on the training job sets; the one
-//!    with the lowest mean objective (mean JCT or makespan) is the teacher.
+//! 1. **Teachers.** Every rule in [`ScorerRecipe::experts`] runs each training job set; on
+//!    each set the one with the lowest objective (mean JCT or makespan) teaches.
 //! 2. **Imitation** (DL2's warm start). At each of the teacher's decisions its placements are
 //!    walked as scorer choices; a step's label is every row the teacher still places (or
 //!    hold once it has placed all), and the loss is -log of their summed probability. Then
 //!    `dagger_rounds` times (DAgger): the learner drives, the teacher labels the states the
 //!    learner reaches, and the data is aggregated.
-//! 3. **Policy gradient** (REINFORCE). Each iteration rolls out `episodes` sampled episodes
+//! 3. **Look-ahead** (expert iteration, `lookahead_rounds`). At each choice the prior's best
+//!    `lookahead_top_k` rows and hold are played out to the end on a clone of the simulator;
+//!    the cheapest rows are the labels (near-ties go to the better other metric), weighted by
+//!    how much the choice matters; the teacher drives, then the learner.
+//! 4. **Policy gradient** (REINFORCE). Each iteration rolls out `episodes` sampled episodes
 //!    on each of `jobsets_per_iter` job sets; an episode's advantage is (mean cost of that job
 //!    set's episodes - its cost) / that mean (Decima's and DeepRM's per-sequence baseline),
 //!    applied to every choice of the episode; plus an entropy bonus that decays to 0.
-//! 4. **Keep best.** After imitation and every `validate_every` iterations, the greedy policy
-//!    runs on the validation job sets; the weights with the lowest mean objective are kept.
+//! 5. **Keep best.** After imitation, after each look-ahead round, every `validate_every`
+//!    iterations and at the last, the greedy policy runs on the validation job sets; the
+//!    weights with the lowest score (objective / the best rule's, per set) are kept.
 //!
 //! Every random choice comes from the seed: rollout `e` of job set `s` at iteration `k` samples
 //! with its own ChaCha stream, so results do not depend on the thread count.
