@@ -364,13 +364,14 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     }
     eprintln!(
         "trained the dqngpu scorer in {wall:.1} s (teachers: {}); validation {} / the best rule's per set: kept \
-         {:.3} ({}), the best single rule {:.3}, untrained {:.3}; wrote {}",
+         {:.3} ({}), the best single rule {:.3}, untrained {:.3}; stages {}; wrote {}",
         report.expert,
         a.objective,
         report.final_validation,
         report.kept,
         report.expert_validation,
         report.untrained_validation,
+        report.stage_s.iter().map(|(n, t)| format!("{n} {t:.0} s")).collect::<Vec<_>>().join(", "),
         a.output.display()
     );
     Ok(())

@@ -151,6 +151,9 @@ pub struct ScorerReport {
     pub lookahead_steps: usize,
     /// Validation objective after each look-ahead round.
     pub lookahead_validation: Vec<f64>,
+    /// Wall time of each stage, s (`rules`, `imitation`, `lookahead`, `policy gradient`).
+    #[serde(default)]
+    pub stage_s: Vec<(String, f64)>,
 }
 
 /// A recorded choice: its rows, and the taken row (policy gradient) or the labelled rows
@@ -641,6 +644,12 @@ pub fn train(
 
     // 1. The teachers: on each training set, the rule with the lowest objective there.
     let teacher_of = teachers(task, objective, &rules, &mut report)?;
+    let mut stage_start = Instant::now();
+    let mut stage = |report: &mut ScorerReport, name: &str| {
+        report.stage_s.push((name.to_string(), stage_start.elapsed().as_secs_f64()));
+        stage_start = Instant::now();
+    };
+    report.stage_s.push(("rules".into(), started.elapsed().as_secs_f64()));
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     if !rules.is_empty() {
         // 2. Imitation, with DAgger rounds.
@@ -663,6 +672,7 @@ pub fn train(
         if report.imitation_validation <= best.0 {
             best = (report.imitation_validation, imitated, "imitation".into());
         }
+        stage(&mut report, "imitation");
         // 2b. Expert iteration: look-ahead labels, then DAgger on them.
         for round in 0..recipe.lookahead_rounds {
             // The scorer plays the futures out once it beats every rule on validation.
@@ -703,6 +713,7 @@ pub fn train(
                 best = (v, p, format!("lookahead {}", round + 1));
             }
         }
+        stage(&mut report, "lookahead");
     }
 
     // 3. Policy gradient.
@@ -724,6 +735,7 @@ pub fn train(
             break;
         }
     }
+    stage(&mut report, "policy gradient");
     report.final_validation = best.0;
     report.kept = best.2;
     Ok((best.1, report, curve))
