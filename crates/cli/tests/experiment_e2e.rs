@@ -49,7 +49,7 @@ fn s(v: &Value) -> &str {
 fn strip_wall_clock(v: &mut Value) {
     match v {
         Value::Object(m) => {
-            for k in ["train_s", "wall_s", "train_norm", "total_norm"] {
+            for k in ["train_s", "wall_s", "train_norm", "total_norm", "stage_s"] {
                 m.remove(k);
             }
             m.values_mut().for_each(strip_wall_clock);
