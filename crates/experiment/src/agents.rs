@@ -26,6 +26,18 @@ pub struct TrainedAgent {
     pub record: TrainingRecord,
 }
 
+/// A training curve as the results record it (non-finite values dropped).
+fn curve_points(curve: &[dqngpu_rl::reinforce::IterStats]) -> Vec<CurvePoint> {
+    curve
+        .iter()
+        .map(|s| CurvePoint {
+            iteration: s.iteration as u64,
+            mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
+            mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
+        })
+        .collect()
+}
+
 fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
     let t = &cfg.training;
     TrainConfig {
@@ -118,14 +130,7 @@ pub fn train(
                     iterations_planned: tc.iterations as u64,
                     stopped_by_time_limit: cut,
                     train_s,
-                    curve: curve
-                        .iter()
-                        .map(|s| CurvePoint {
-                            iteration: s.iteration as u64,
-                            mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
-                            mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
-                        })
-                        .collect(),
+                    curve: curve_points(&curve),
                     scorer: None,
                 },
             }),
@@ -189,14 +194,7 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
             iterations_planned: tc.iterations as u64,
             stopped_by_time_limit: false,
             train_s,
-            curve: curve
-                .iter()
-                .map(|s| CurvePoint {
-                    iteration: s.iteration as u64,
-                    mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
-                    mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
-                })
-                .collect(),
+            curve: curve_points(&curve),
             scorer: Some(report),
         },
     })
