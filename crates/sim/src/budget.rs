@@ -37,6 +37,26 @@ pub struct BudgetJob<'a> {
     pub lost_s: f64,
 }
 
+impl<'a> BudgetJob<'a> {
+    /// A waiting job as it would start: no progress, nothing lost.
+    pub fn starting(q: &'a QueuedJob) -> Self {
+        BudgetJob { app: &q.app, profile: &q.profile, progress_s: 0.0, lost_s: 0.0 }
+    }
+}
+
+/// The jobs running on `gpu` at `now_s`, with the wall time each has lost to sharing so far.
+pub fn resident_jobs(now_s: f64, gpu: &GpuState) -> Vec<BudgetJob<'_>> {
+    gpu.running
+        .iter()
+        .map(|r| BudgetJob {
+            app: &r.profile.app.name,
+            profile: &r.profile,
+            progress_s: r.progress_s,
+            lost_s: (now_s - r.started_s - r.progress_s).max(0.0),
+        })
+        .collect()
+}
+
 /// What is predicted for a set of jobs on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Prediction {
@@ -115,20 +135,11 @@ pub fn within_budget(
             continue;
         }
         let Some(gpu) = gpus.get(p.gpu) else { continue };
-        let mut jobs: Vec<BudgetJob<'_>> = gpu
-            .running
-            .iter()
-            .map(|r| BudgetJob {
-                app: &r.profile.app.name,
-                profile: &r.profile,
-                progress_s: r.progress_s,
-                lost_s: (now_s - r.started_s - r.progress_s).max(0.0),
-            })
-            .collect();
+        let mut jobs = resident_jobs(now_s, gpu);
         let earlier: Vec<JobId> = kept.iter().filter(|k| k.gpu == p.gpu).flat_map(|k| k.jobs.iter().copied()).collect();
         for id in earlier.iter().chain(&p.jobs) {
             if let Some(q) = queue.iter().find(|q| q.id == *id) {
-                jobs.push(BudgetJob { app: &q.app, profile: &q.profile, progress_s: 0.0, lost_s: 0.0 });
+                jobs.push(BudgetJob::starting(q));
             }
         }
         let slack_s = BUDGET_MARGIN_STEPS * step_s;

@@ -295,19 +295,9 @@ impl<'v> Round<'v> {
             return *v;
         }
         let gpu = &self.view.gpus[g];
-        let now = self.view.now_s;
-        let mut jobs: Vec<BudgetJob<'_>> = gpu
-            .running
-            .iter()
-            .map(|r| BudgetJob {
-                app: &r.profile.app.name,
-                profile: &r.profile,
-                progress_s: r.progress_s,
-                lost_s: (now - r.started_s - r.progress_s).max(0.0),
-            })
-            .collect();
+        let mut jobs = budget::resident_jobs(self.view.now_s, gpu);
         for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
-            jobs.push(BudgetJob { app: &q.app, profile: &q.profile, progress_s: 0.0, lost_s: 0.0 });
+            jobs.push(BudgetJob::starting(q));
         }
         let slack = if max_slowdown.is_finite() { BUDGET_MARGIN_STEPS * PREDICT_STEP_S } else { 0.0 };
         let mut fits = budget::predict(&gpu.spec, &self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted;
