@@ -190,7 +190,7 @@ fn cost_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experiment
 
 /// Every policy's mean JCT ratio against its jobs' p95 slowdown, over every (cell, class).
 fn tradeoff_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
-    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    let rows = res.all_rows();
     let standings = crate::league::standings(&crate::league::entries(&rows), &res.schedulers);
     let chart = crate::plots::ScatterChart {
         title: "What each policy trades: mean JCT vs p95 job slowdown, over every cell and class".into(),
@@ -253,7 +253,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
         Ok(())
     };
     put("config.toml", res.config.to_toml().as_bytes())?;
-    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    let rows = res.all_rows();
     put("summary.csv", summary_csv(&rows, res.config.workloads.jobs).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)

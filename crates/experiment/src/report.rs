@@ -360,7 +360,7 @@ fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
 /// section of the report, in the order it reads.
 fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
     use crate::league;
-    let rows: Vec<crate::results::SummaryRow> = res.summary.iter().chain(&res.cells).cloned().collect();
+    let rows = res.all_rows();
     let entries = league::entries(&rows);
     b.push(Block::Heading(2, "League table: every setting, against the best heuristic".into()));
     b.push(Block::Para(format!(

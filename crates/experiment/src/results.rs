@@ -335,6 +335,13 @@ pub struct OverheadRow {
     pub total_norm: f64,
 }
 
+impl ExperimentResults {
+    /// Every summary row: the main setting's, then every cell's (summary.csv's order).
+    pub fn all_rows(&self) -> Vec<SummaryRow> {
+        self.summary.iter().chain(&self.cells).cloned().collect()
+    }
+}
+
 /// Everything `results.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentResults {

@@ -13,10 +13,6 @@ use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
 use dqngpu_rl::reinforce::{Objective, TrainConfig};
 
-/// The scorer's default training libraries: the thesis's apps and six generated libraries.
-pub const DEFAULT_SCORER_LIBRARIES: &str =
-    "thesis,generated:1,generated:2,generated:3,generated:4,generated:5,generated:6";
-
 /// Arguments.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -257,14 +253,11 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     let custom = a.library.is_some() || a.gpus.is_some() || a.jobs.is_some() || a.arrival_rate.is_some();
     let mut settings = if custom {
         vec![st::Setting {
-            libraries: a
-                .library
-                .as_deref()
-                .unwrap_or(DEFAULT_SCORER_LIBRARIES)
-                .split(',')
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
-                .collect(),
+            // Without --library, the libraries of the default distribution's first setting.
+            libraries: match a.library.as_deref() {
+                Some(l) => l.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect(),
+                None => st::default_settings().swap_remove(0).libraries,
+            },
             gpus: a.gpus.clone().unwrap_or_else(|| "titanxp:1".into()),
             jobs: a.jobs.unwrap_or(gpu::JOBS_PER_SET),
             arrival_rate: a.arrival_rate,
