@@ -302,30 +302,36 @@ mod tests {
         crate::gpu::lookup("titanxp").unwrap()
     }
 
-    /// Per-app (min, max) over both built-in libraries: duration, mean and peak util, mean and
-    /// peak memory share of the reference GPU, mean and peak SM, mean and peak PCIe, interval.
+    /// Per-app (min, max) over `lib`'s apps of: duration, mean and peak util, mean and peak
+    /// memory share of `card` MiB, mean and peak SM, mean and peak PCIe, interval; widening
+    /// `span`.
+    fn widen(span: &mut [[f64; 2]; 10], lib: &AppLibrary, card: f64) {
+        for p in lib.apps.values() {
+            let s = p.summary();
+            let v = [
+                s.solo_s,
+                s.mean.gpu_util_pct,
+                s.peak.gpu_util_pct,
+                s.mean.gpu_mem_mib / card,
+                s.peak.gpu_mem_mib / card,
+                s.mean.sm_pct,
+                s.peak.sm_pct,
+                s.mean.pcie_mbps,
+                s.peak.pcie_mbps,
+                p.interval_s,
+            ];
+            for (r, x) in span.iter_mut().zip(v) {
+                *r = [r[0].min(x), r[1].max(x)];
+            }
+        }
+    }
+
+    /// The span over both built-in libraries, memory as a share of each one's reference GPU.
     fn builtin_span() -> [[f64; 2]; 10] {
         let mut span = [[f64::MAX, f64::MIN]; 10];
         for lib in [thesis::library(), lucid::library(None).unwrap()] {
             let card = lib.reference_gpu.as_ref().unwrap().memory_mib;
-            for p in lib.apps.values() {
-                let s = p.summary();
-                let v = [
-                    s.solo_s,
-                    s.mean.gpu_util_pct,
-                    s.peak.gpu_util_pct,
-                    s.mean.gpu_mem_mib / card,
-                    s.peak.gpu_mem_mib / card,
-                    s.mean.sm_pct,
-                    s.peak.sm_pct,
-                    s.mean.pcie_mbps,
-                    s.peak.pcie_mbps,
-                    p.interval_s,
-                ];
-                for (r, x) in span.iter_mut().zip(v) {
-                    *r = [r[0].min(x), r[1].max(x)];
-                }
-            }
+            widen(&mut span, &lib, card);
         }
         span
     }
@@ -416,24 +422,7 @@ mod tests {
         for seed in 0..10 {
             let lib = generated(seed, GENERATED_DEFAULT_COUNT, &gpu).unwrap();
             let mut got = [[f64::MAX, f64::MIN]; 10];
-            for p in lib.apps.values() {
-                let s = p.summary();
-                let v = [
-                    s.solo_s,
-                    s.mean.gpu_util_pct,
-                    s.peak.gpu_util_pct,
-                    s.mean.gpu_mem_mib / gpu.memory_mib,
-                    s.peak.gpu_mem_mib / gpu.memory_mib,
-                    s.mean.sm_pct,
-                    s.peak.sm_pct,
-                    s.mean.pcie_mbps,
-                    s.peak.pcie_mbps,
-                    p.interval_s,
-                ];
-                for (r, x) in got.iter_mut().zip(v) {
-                    *r = [r[0].min(x), r[1].max(x)];
-                }
-            }
+            widen(&mut got, &lib, gpu.memory_mib);
             // Within: durations, util, memory and the interval fully; SM and PCIe at the top
             // (SM follows util at 70-100% of it, so its floor can sit a little lower).
             for k in [0, 1, 2, 3, 4, 9] {
