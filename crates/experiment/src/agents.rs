@@ -14,14 +14,20 @@ use crate::error::ExperimentError;
 use crate::results::{CurvePoint, Skipped, TrainingRecord};
 use crate::runner::Setup;
 
+/// What a trained agent places with.
+pub enum AgentPolicy {
+    /// A fixed policy (the thesis's image agent, DeepRM Max / Mean), shared by every run.
+    Fixed(Box<dyn Policy>),
+    /// The DqnGPU scorer, told each cell's budget.
+    Scorer(dqngpu_rl::scorer::ScorerPolicy),
+}
+
 /// A trained agent, ready to place jobs.
 pub struct TrainedAgent {
     /// Scheduler name.
     pub name: String,
     /// The policy (pure; shared by every evaluation run).
-    pub policy: Box<dyn Policy>,
-    /// The DqnGPU scorer itself, when that is the agent (cells give it their budget).
-    pub scorer: Option<dqngpu_rl::scorer::ScorerPolicy>,
+    pub policy: AgentPolicy,
     /// How it was trained.
     pub record: TrainingRecord,
 }
@@ -120,8 +126,7 @@ pub fn train(
         match result {
             Ok((policy, curve)) => trained.push(TrainedAgent {
                 name: name.clone(),
-                policy: Box::new(policy),
-                scorer: None,
+                policy: AgentPolicy::Fixed(Box::new(policy)),
                 record: TrainingRecord {
                     scheduler: name.clone(),
                     workloads: cfg.training.workloads.clone(),
@@ -184,8 +189,7 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
     let train_s = started.elapsed().as_secs_f64();
     Ok(TrainedAgent {
         name: "dqngpu".into(),
-        policy: Box::new(policy.clone()),
-        scorer: Some(policy),
+        policy: AgentPolicy::Scorer(policy),
         record: TrainingRecord {
             scheduler: "dqngpu".into(),
             workloads: t.workloads.clone(),

@@ -97,9 +97,9 @@ pub(crate) fn policy_for<'a>(
     budget: Option<f64>,
 ) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
     match trained.iter().find(|a| a.name == name) {
-        Some(a) => match &a.scorer {
-            Some(s) => Ok(Box::new(s.clone().with_budget(budget))),
-            None => Ok(Box::new(Shared(a.policy.as_ref()))),
+        Some(a) => match &a.policy {
+            agents::AgentPolicy::Scorer(s) => Ok(Box::new(s.clone().with_budget(budget))),
+            agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },
         None => Ok(dqngpu_policy::by_name(name, seed)?),
     }

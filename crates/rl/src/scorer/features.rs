@@ -150,7 +150,8 @@ impl<'v> Round<'v> {
         let idle_share = idle.iter().filter(|&&b| b).count() as f32 / idle.len().max(1) as f32;
         let queue_len = ((1.0 + waiting.len() as f64).ln() / 5.0) as f32;
         let rank_den = (waiting.len().max(2) - 1) as f64;
-        let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle: idle.clone(), idle_share, queue_len };
+        let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle, idle_share, queue_len };
+        let idle = &ctx.idle;
         let mut rows: Vec<[f32; FEATURES]> = Vec::new();
         let mut idle_fits = false;
         for &i in &waiting {
