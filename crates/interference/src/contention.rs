@@ -14,7 +14,7 @@
 //! defaults below are that fit. Lucid has no SM or PCIe columns, so those terms enter only
 //! through `excess` with the same slope (an assumption; docs/INTERFERENCE.md).
 
-use dqngpu_model::GpuSpec;
+use dqngpu_model::{GpuSpec, Resources};
 use serde::{Deserialize, Serialize};
 
 use crate::{Interference, JobLoad};
@@ -100,6 +100,15 @@ impl Interference for Contention {
             // NaN demands (never produced by validated profiles) fall back to the floor.
             *r = if rate.is_nan() { MIN_RATE } else { rate.clamp(MIN_RATE, 1.0) };
         }
+    }
+
+    /// Alone, `others` is 0; within the card's util, SM and link `excess` is 0 too, so `slow`
+    /// is exactly 1 (the same expressions as [`Contention::rates`], so no rounding differs).
+    fn alone_at_full_speed(&self, gpu: &GpuSpec, peak: &Resources) -> bool {
+        let finite = [peak.gpu_util_pct, peak.sm_pct, peak.pcie_mbps].iter().all(|v| v.is_finite());
+        let link_mbps = gpu.pcie_gbps * 1000.0;
+        let pcie_over = if link_mbps > 0.0 { peak.pcie_mbps / link_mbps - 1.0 } else { 0.0 };
+        finite && peak.gpu_util_pct / 100.0 - 1.0 <= 0.0 && peak.sm_pct / 100.0 - 1.0 <= 0.0 && pcie_over <= 0.0
     }
 }
 

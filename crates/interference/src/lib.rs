@@ -40,6 +40,13 @@ pub trait Interference: Send + Sync {
     /// Writes into `rates[i]` the progress rate of `jobs[i]` (1.0 = as fast as alone, in
     /// (0, 1]) while exactly these jobs share `gpu`. `rates.len() == jobs.len()`.
     fn rates(&self, gpu: &GpuSpec, jobs: &[JobLoad<'_>], rates: &mut [f64]);
+
+    /// True when [`Interference::rates`] answers exactly 1.0 for one job alone on `gpu` at any
+    /// demand component-wise at most `peak`. Lets a prediction stop stepping a job left alone
+    /// (its rate and losses can no longer change). `false` (the default) is always safe.
+    fn alone_at_full_speed(&self, _gpu: &GpuSpec, _peak: &Resources) -> bool {
+        false
+    }
 }
 
 /// The model names [`by_name`] accepts; the first is the default.

@@ -107,6 +107,11 @@ impl Interference for Measured {
         }
         self.fallback.rates(gpu, jobs, rates);
     }
+
+    fn alone_at_full_speed(&self, gpu: &GpuSpec, peak: &dqngpu_model::Resources) -> bool {
+        // One job never hits the pair table.
+        self.fallback.alone_at_full_speed(gpu, peak)
+    }
 }
 
 #[cfg(test)]

@@ -16,4 +16,8 @@ impl Interference for NoInterference {
     fn rates(&self, _gpu: &GpuSpec, _jobs: &[JobLoad<'_>], rates: &mut [f64]) {
         rates.fill(1.0);
     }
+
+    fn alone_at_full_speed(&self, _gpu: &GpuSpec, _peak: &dqngpu_model::Resources) -> bool {
+        true
+    }
 }

@@ -9,34 +9,14 @@
 //! 900000 + 100 c + i: never a training seed (training uses SEED * 1000 + i, SEED < 900).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
-use dqngpu_model::{ClusterSpec, ClusterView, Placement, Policy, WorkloadClass};
+use dqngpu_model::{ClusterSpec, Policy, WorkloadClass};
 use dqngpu_rl::gpu::EVAL_SEED_BASE;
 
-/// Records how long each decision takes.
-struct Timed<'a> {
-    inner: &'a dyn Policy,
-    times_s: Mutex<Vec<f64>>,
-}
-
-impl Policy for Timed<'_> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn wants_every_tick(&self) -> bool {
-        self.inner.wants_every_tick()
-    }
-    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
-        let t = Instant::now();
-        let d = self.inner.decide(view);
-        if let Ok(mut v) = self.times_s.lock() {
-            v.push(t.elapsed().as_secs_f64());
-        }
-        d
-    }
-}
+#[path = "common/timed.rs"]
+mod timed;
+use timed::Timed;
 
 /// Mean and half-width of the 95% confidence interval (Student t).
 fn ci(xs: &[f64]) -> (f64, f64) {
@@ -96,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .collect::<Result<_, _>>()?;
         for p in &policies {
-            let timed = Timed { inner: p.as_ref(), times_s: Mutex::new(Vec::new()) };
+            let timed = Timed::new(p.as_ref());
             let (mut mk, mut oom, mut none, mut util) = (vec![], vec![], vec![], vec![]);
             for set in &jobsets {
                 let r = dqngpu_sim::run(&timed, &cluster, &library, set, interference.clone(), sim_config.clone())?;
@@ -106,7 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 util.push(r.avg_gpu_util_pct);
             }
             if p.name() == "dqngpu" {
-                latencies.extend(timed.times_s.lock().map(|v| v.clone()).unwrap_or_default());
+                latencies.extend(timed.seconds());
             }
             let (m, h) = ci(&mk);
             let f = |xs: &[f64]| {

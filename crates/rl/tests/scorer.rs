@@ -257,3 +257,59 @@ impl dqngpu_model::Policy for ScorerPolicyNeverHolds {
         dqngpu_rl::scorer::decide_within(view, &self.greedy, self.budget, &mut |_, _, n| n - 1)
     }
 }
+
+/// Decides with [`dqngpu_rl::scorer::decide_best`] (idle twins merged) and checks each
+/// decision against every row scored ([`dqngpu_rl::scorer::decide_within`] + `best_row`).
+struct BothWays {
+    mlp: Mlp,
+    greedy: Greedy,
+    budget: Option<f64>,
+    /// (decisions, decisions with idle twins and a queue, mismatches)
+    seen: std::sync::Mutex<(usize, usize, usize)>,
+}
+
+impl dqngpu_model::Policy for BothWays {
+    fn name(&self) -> &str {
+        "both-ways"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        let fast = dqngpu_rl::scorer::decide_best(view, &self.greedy, self.budget, &self.mlp);
+        let mut scores = Vec::new();
+        let full = dqngpu_rl::scorer::decide_within(view, &self.greedy, self.budget, &mut |_, rows, n| {
+            self.mlp.scores(rows, n, &mut scores);
+            dqngpu_rl::scorer::best_row(&scores)
+        });
+        let idle: Vec<&GpuState> = view.gpus.iter().filter(|g| g.running.is_empty()).collect();
+        let twins = idle.iter().enumerate().any(|(k, a)| idle[..k].iter().any(|b| b.spec == a.spec));
+        let mut seen = self.seen.lock().unwrap();
+        seen.0 += 1;
+        seen.1 += (twins && !view.queue.is_empty()) as usize;
+        seen.2 += (fast != full) as usize;
+        full
+    }
+}
+
+/// Merging idle twin GPUs leaves every argmax decision as scoring every row makes it, on
+/// clusters of one model and of two, with and without a budget.
+#[test]
+fn merging_idle_twins_never_changes_a_decision() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention").unwrap());
+    for (gpus, budget, seed) in
+        [("4xtitanxp:2", None, 1), ("titanxp:3,rtx3090:2", None, 2), ("4xtitanxp:2", Some(0.1), 3)]
+    {
+        let net = PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, seed).unwrap();
+        let policy =
+            BothWays { mlp: Mlp::from_net(&net).unwrap(), greedy: Greedy::default(), budget, seen: Default::default() };
+        let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
+        for class in dqngpu_model::WorkloadClass::ALL {
+            let arrivals = dqngpu_sim::Arrivals::Poisson { rate_per_s: 0.05 };
+            let set = dqngpu_sim::draw(&lib, class, 24, seed * 100 + class as u64, arrivals).unwrap();
+            dqngpu_sim::run(&policy, &cluster, &lib, &set, interference.clone(), Default::default()).unwrap();
+        }
+        let (decisions, with_twins, mismatches) = *policy.seen.lock().unwrap();
+        assert!(decisions > 50 && with_twins > 10, "{gpus}: {decisions} decisions, {with_twins} with twins");
+        assert_eq!(mismatches, 0, "{gpus}: {mismatches} of {decisions} decisions differ");
+    }
+}

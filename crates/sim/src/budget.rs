@@ -69,6 +69,21 @@ pub struct Prediction {
     pub admitted: bool,
 }
 
+/// `jobs` on `gpu` as a [`LoneGpu`], and the most steps they can take: rates never fall below
+/// [`RATE_FLOOR`], so every job finishes within that many.
+fn stepper<'a>(
+    gpu: &'a GpuSpec,
+    model: &'a dyn Interference,
+    jobs: &[BudgetJob<'a>],
+    step_s: f64,
+) -> (LoneGpu<'a>, usize) {
+    let lone =
+        jobs.iter().map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s.max(0.0), rate: None });
+    let longest = jobs.iter().map(|j| j.profile.solo_s()).fold(0.0, f64::max);
+    let max_steps = (longest / RATE_FLOOR / step_s).ceil() as usize + jobs.len() + 1;
+    (LoneGpu::new(gpu, model, lone.collect()), max_steps)
+}
+
 /// Predicts `jobs` running together on `gpu` under `model` until all finish, stopping early
 /// once one loses more than `max_slowdown` (a fraction) of its solo time less `slack_s`, or
 /// memory passes the card. It steps as the simulator does: the demands at a step's start hold
@@ -87,18 +102,23 @@ pub fn predict(
         worst = worst.max(l / j.profile.solo_s());
     }
     let refuse = |worst: f64, memory_over: bool| Prediction { worst_slowdown: worst, memory_over, admitted: false };
-    let lone =
-        jobs.iter().map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s.max(0.0), rate: None });
-    let mut on_gpu = LoneGpu::new(gpu, model, lone.collect());
-    // Rates never fall below RATE_FLOOR, so every job finishes within this many steps.
-    let longest = jobs.iter().map(|j| j.profile.solo_s()).fold(0.0, f64::max);
-    let max_steps = (longest / RATE_FLOOR / step_s).ceil() as usize + jobs.len() + 1;
+    let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
     for _ in 0..max_steps {
         if on_gpu.all_done() {
             return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
         }
         if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
             return refuse(worst, true);
+        }
+        if let Some(k) = alone_at_full_speed(&on_gpu, gpu, model) {
+            // Nothing changes any more but its progress: it loses no more time and its memory
+            // stays within the card, so the outcome is what the next step would check.
+            let (l, solo) = (lost[k], jobs[k].profile.solo_s());
+            return if l > max_slowdown * solo - slack_s + 1e-9 {
+                refuse(worst, false)
+            } else {
+                Prediction { worst_slowdown: worst, memory_over: false, admitted: true }
+            };
         }
         let dt = on_gpu.step(step_s);
         for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
@@ -113,6 +133,46 @@ pub fn predict(
     }
     // Unreachable (rates are at least RATE_FLOOR); stay safe.
     refuse(worst, false)
+}
+
+/// True when `jobs` running together on `gpu` under `model`, stepped as [`predict`] steps them,
+/// never hold more memory than the card: `predict` with no slowdown limit, `admitted`. It stops
+/// once the unfinished jobs' remaining peaks fit together (no later moment can then pass
+/// the card: each job's memory stays within its remaining peak, and float sums are monotone).
+pub fn memory_fits(gpu: &GpuSpec, model: &dyn Interference, jobs: &[BudgetJob<'_>], step_s: f64) -> bool {
+    let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
+    for _ in 0..max_steps {
+        if on_gpu.all_done() {
+            return true;
+        }
+        if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
+            return false;
+        }
+        // Summed in the order memory_mib sums, so the bound holds after rounding too.
+        let peaks: f64 = on_gpu
+            .jobs
+            .iter()
+            .filter(|j| !j.done())
+            .map(|j| j.profile.peak_from(j.profile.sample_index(j.progress_s)).gpu_mem_mib)
+            .sum();
+        if peaks <= gpu.memory_mib + 1e-9 {
+            return true;
+        }
+        on_gpu.step(step_s);
+    }
+    false
+}
+
+/// The one unfinished job on `on_gpu`, when it is alone and the model runs it at full speed
+/// with its memory within the card for the rest of its profile.
+fn alone_at_full_speed(on_gpu: &LoneGpu<'_>, gpu: &GpuSpec, model: &dyn Interference) -> Option<usize> {
+    let mut left = on_gpu.jobs.iter().enumerate().filter(|(_, j)| !j.done());
+    let (k, job) = left.next()?;
+    if left.next().is_some() {
+        return None;
+    }
+    let peak = job.profile.peak_from(job.profile.sample_index(job.progress_s));
+    (peak.gpu_mem_mib <= gpu.memory_mib + 1e-9 && model.alone_at_full_speed(gpu, &peak)).then_some(k)
 }
 
 /// The placements of `decision` that keep every job on their GPU within `max_slowdown`,
@@ -210,6 +270,73 @@ mod tests {
         // A lone job on an idle GPU is never refused, whatever the budget.
         let (kept, _) = within_budget(0.0, std::slice::from_ref(&g), &queue, &two_light[..1], &model, 0.0, 1.0);
         assert_eq!(kept.len(), 1);
+    }
+
+    /// [`predict`] as it was before its shortcuts: every step stepped.
+    fn predict_stepping_all(gpu: &GpuSpec, jobs: &[BudgetJob<'_>], max_slowdown: f64, slack_s: f64) -> Prediction {
+        let model = Contention::default();
+        let mut lost: Vec<f64> = jobs.iter().map(|j| j.lost_s.max(0.0)).collect();
+        let mut worst: f64 = jobs.iter().zip(&lost).map(|(j, l)| l / j.profile.solo_s()).fold(0.0, f64::max);
+        let lone =
+            jobs.iter().map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s, rate: None });
+        let mut on_gpu = LoneGpu::new(gpu, &model, lone.collect());
+        loop {
+            if on_gpu.all_done() {
+                return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
+            }
+            if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
+                return Prediction { worst_slowdown: worst, memory_over: true, admitted: false };
+            }
+            let dt = on_gpu.step(1.0);
+            for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
+                let Some(rate) = lone.rate else { continue };
+                *l += dt * (1.0 - rate);
+                worst = worst.max(*l / j.profile.solo_s());
+                if *l > max_slowdown * j.profile.solo_s() - slack_s + 1e-9 {
+                    return Prediction { worst_slowdown: worst, memory_over: false, admitted: false };
+                }
+            }
+        }
+    }
+
+    fn phased(name: &str, phases: &[(usize, f64, f64)]) -> Arc<AppProfile> {
+        let samples = phases.iter().flat_map(|&(n, u, m)| vec![Resources::new(u, m, u, 500.0); n]).collect();
+        Arc::new(
+            AppProfile::new(AppInfo { name: name.into(), ..Default::default() }, 1.0, samples)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    proptest::proptest! {
+        /// The shortcuts (a job left alone at full speed; memory-only predictions stopping once
+        /// the remaining peaks fit) answer exactly what stepping to the end answers.
+        #[test]
+        fn shortcuts_answer_as_stepping_to_the_end(
+            apps in proptest::collection::vec(
+                proptest::collection::vec((1usize..40, 0.0..100.0f64, 0.0..7000.0f64), 1..4), 1..4),
+            starts in proptest::collection::vec((0.0..60.0f64, 0.0..8.0f64), 4),
+            limit in proptest::option::of(0.0..0.3f64),
+        ) {
+            let profiles: Vec<Arc<AppProfile>> =
+                apps.iter().enumerate().map(|(k, p)| phased(&format!("a{k}"), p)).collect();
+            let jobs: Vec<BudgetJob> = profiles
+                .iter()
+                .zip(&starts)
+                .map(|(p, &(progress, lost))| BudgetJob {
+                    app: &p.app.name,
+                    profile: p,
+                    progress_s: progress.min(p.solo_s() - 0.5).max(0.0),
+                    lost_s: lost,
+                })
+                .collect();
+            let gpu = gpu();
+            let model = Contention::default();
+            let max = limit.unwrap_or(f64::INFINITY);
+            let slack = if limit.is_some() { 0.5 } else { 0.0 };
+            proptest::prop_assert_eq!(predict(&gpu, &model, &jobs, max, slack, 1.0), predict_stepping_all(&gpu, &jobs, max, slack));
+            let everything = predict_stepping_all(&gpu, &jobs, f64::INFINITY, 0.0);
+            proptest::prop_assert_eq!(memory_fits(&gpu, &model, &jobs, 1.0), everything.admitted);
+        }
     }
 
     #[test]

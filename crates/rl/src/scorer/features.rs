@@ -93,6 +93,8 @@ pub struct Round<'v> {
     model: Contention,
     /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
     pairs: Vec<Option<(usize, usize)>>,
+    /// Offer a job no idle GPU twin to an earlier idle one ([`Round::merging_idle_twins`]).
+    merge_idle_twins: bool,
 }
 
 impl<'v> Round<'v> {
@@ -122,7 +124,17 @@ impl<'v> Round<'v> {
             model: Contention::new(ContentionParams::FITTED),
             budget: max_slowdown,
             pairs: Vec::new(),
+            merge_idle_twins: false,
         }
+    }
+
+    /// A round that leaves out the rows of an idle GPU twin to an earlier idle GPU (same
+    /// model, nothing on either): their rows equal the earlier one's, so an argmax that takes
+    /// the first of equal scores chooses the same. Not for sampling or look-ahead, which see
+    /// each row.
+    pub fn merging_idle_twins(mut self) -> Self {
+        self.merge_idle_twins = true;
+        self
     }
 
     /// Writes the rows of the pending choice into `out` (`FEATURES` values per row) and
@@ -152,6 +164,17 @@ impl<'v> Round<'v> {
         let rank_den = (waiting.len().max(2) - 1) as f64;
         let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle, idle_share, queue_len };
         let idle = &ctx.idle;
+        let mut twin = vec![false; view.gpus.len()];
+        if self.merge_idle_twins {
+            // The first idle GPU of each model; every later idle one of that model is a twin.
+            let mut firsts: Vec<usize> = Vec::new();
+            for g in (0..view.gpus.len()).filter(|&g| idle[g]) {
+                match firsts.iter().any(|&e| view.gpus[e].spec == view.gpus[g].spec) {
+                    true => twin[g] = true,
+                    false => firsts.push(g),
+                }
+            }
+        }
         let mut rows: Vec<[f32; FEATURES]> = Vec::new();
         let mut idle_fits = false;
         for &i in &waiting {
@@ -164,7 +187,7 @@ impl<'v> Round<'v> {
                     && self.peaks[i].gpu_mem_mib <= gpu.spec.memory_mib
             });
             for (g, gpu) in view.gpus.iter().enumerate() {
-                if (idle_takes && !idle[g]) || !fit::compatible(job, gpu, &self.chosen[g]) {
+                if twin[g] || (idle_takes && !idle[g]) || !fit::compatible(job, gpu, &self.chosen[g]) {
                     continue;
                 }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
@@ -300,8 +323,12 @@ impl<'v> Round<'v> {
         for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
             jobs.push(BudgetJob::starting(q));
         }
-        let slack = if max_slowdown.is_finite() { BUDGET_MARGIN_STEPS * PREDICT_STEP_S } else { 0.0 };
-        let mut fits = budget::predict(&gpu.spec, &self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted;
+        let mut fits = if max_slowdown.is_finite() {
+            let slack = BUDGET_MARGIN_STEPS * PREDICT_STEP_S;
+            budget::predict(&gpu.spec, &self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted
+        } else {
+            budget::memory_fits(&gpu.spec, &self.model, &jobs, PREDICT_STEP_S)
+        };
         if fits && !peak_fits {
             let residents = gpu.running.len();
             for shift in [DRIFT_S, -DRIFT_S] {
@@ -309,8 +336,7 @@ impl<'v> Round<'v> {
                 for j in &mut drifted[..residents] {
                     j.progress_s = (j.progress_s + shift).max(0.0);
                 }
-                let p = budget::predict(&gpu.spec, &self.model, &drifted, f64::INFINITY, 0.0, PREDICT_STEP_S);
-                fits &= !p.memory_over;
+                fits &= budget::memory_fits(&gpu.spec, &self.model, &drifted, PREDICT_STEP_S);
             }
         }
         self.aligned.insert(key, fits);

@@ -7,6 +7,7 @@
 //!
 //! The thesis's image agent stays in [`crate::gpu`] (`train --algorithm thesis`).
 
+mod costliest_first;
 pub mod features;
 pub mod train;
 
@@ -108,7 +109,22 @@ pub fn decide_within(
     max_slowdown: Option<f64>,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    let mut round = Round::with_budget(view, greedy, max_slowdown);
+    run_round(Round::with_budget(view, greedy, max_slowdown), choose)
+}
+
+/// The placements `mlp` chooses over `view`: the highest-scoring row at each choice (the
+/// first on ties). Rows of idle GPUs twin to an earlier one (same model, nothing on either)
+/// are not scored: they score the same and the earlier comes first, so the choice is the one
+/// [`decide_within`] with [`best_row`] makes, with up to one GPU's rows in place of many.
+pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, max_slowdown: Option<f64>, mlp: &Mlp) -> Vec<Placement> {
+    let mut scores = Vec::new();
+    run_round(Round::with_budget(view, greedy, max_slowdown).merging_idle_twins(), &mut |_, rows, n| {
+        mlp.scores(rows, n, &mut scores);
+        best_row(&scores)
+    })
+}
+
+fn run_round(mut round: Round<'_>, choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize) -> Vec<Placement> {
     let mut rows = Vec::new();
     loop {
         let n = round.rows(&mut rows);
@@ -199,10 +215,6 @@ impl Policy for ScorerPolicy {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
-        let mut scores = Vec::new();
-        decide_within(view, &self.greedy, self.budget, &mut |_, rows, n| {
-            self.mlp.scores(rows, n, &mut scores);
-            best_row(&scores)
-        })
+        decide_best(view, &self.greedy, self.budget, &self.mlp)
     }
 }

@@ -37,8 +37,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::costliest_first;
 use super::features::FEATURES;
-use super::{best_row, decide_within, Mlp, ScorerPolicy};
+use super::{best_row, decide_best, decide_within, Mlp, ScorerPolicy};
 use crate::error::RlError;
 use crate::net::{Head, Opt, PolicyNet};
 use crate::reinforce::{IterStats, Objective, TrainConfig};
@@ -205,20 +206,29 @@ fn simulate(
     Ok(cost(objective, &sim.finish()))
 }
 
+/// A rough cost of simulating `ep` (for scheduling only): its jobs' solo time, times its
+/// jobs (decisions), per GPU.
+fn work(ep: &Episode) -> f64 {
+    let solo: f64 = ep.set.jobs.iter().map(|j| ep.library.get(&j.app).map(|p| p.solo_s()).unwrap_or(0.0)).sum();
+    solo * ep.set.jobs.len() as f64 / ep.cluster.gpus().len().max(1) as f64
+}
+
+/// `f` on each of `eps` in parallel (costliest first), results in order; the first error.
+fn par_episodes<T: Send>(
+    eps: &[Episode],
+    f: impl Fn(usize, &Episode) -> Result<T, RlError> + Sync,
+) -> Result<Vec<T>, RlError> {
+    costliest_first::map(eps, work, f).into_iter().collect()
+}
+
 /// The objective of `policy` on each of `eps`, in parallel.
 fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, who: Who<'_>) -> Result<Vec<f64>, RlError> {
-    eps.par_iter()
-        .map(|ep| {
-            let mut scores = Vec::new();
-            simulate(task, ep, objective, &mut |v| match who {
-                Who::Rule(p) => p.decide(v),
-                Who::Scorer(s) => decide_within(v, &s.greedy, budget_of(task, ep), &mut |_, rows, n| {
-                    s.mlp.scores(rows, n, &mut scores);
-                    best_row(&scores)
-                }),
-            })
+    par_episodes(eps, |_, ep| {
+        simulate(task, ep, objective, &mut |v| match who {
+            Who::Rule(p) => p.decide(v),
+            Who::Scorer(s) => decide_best(v, &s.greedy, budget_of(task, ep), &s.mlp),
         })
-        .collect()
+    })
 }
 
 /// Imitation steps of one episode: `teacher` labels each decision; the teacher drives
@@ -531,11 +541,7 @@ fn teachers(
 ) -> Result<Vec<usize>, RlError> {
     let mut per_set: Vec<Vec<f64>> = Vec::new();
     for rule in rules {
-        let costs: Vec<f64> = task
-            .train
-            .par_iter()
-            .map(|ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))
-            .collect::<Result<_, _>>()?;
+        let costs = par_episodes(&task.train, |_, ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))?;
         report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
         per_set.push(costs);
     }
@@ -657,12 +663,9 @@ pub fn train(
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1417);
         for round in 0..=recipe.dagger_rounds {
             let learner = if round == 0 { None } else { Some(Mlp::from_net(&net)?) };
-            let more: Vec<Vec<Step>> = task
-                .train
-                .par_iter()
-                .enumerate()
-                .map(|(e, ep)| imitation_episode(task, ep, rules[teacher_of[e]].as_ref(), learner.as_ref(), &greedy))
-                .collect::<Result<_, _>>()?;
+            let more = par_episodes(&task.train, |e, ep| {
+                imitation_episode(task, ep, rules[teacher_of[e]].as_ref(), learner.as_ref(), &greedy)
+            })?;
             data.extend(more.into_iter().flatten());
             fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
         }
@@ -681,27 +684,22 @@ pub fn train(
             let mut data: Vec<Step> = Vec::new();
             for pass in 0..2 {
                 let learner = if pass == 0 { None } else { Some(Mlp::from_net(&net)?) };
-                let more: Vec<Vec<Step>> = task
-                    .train
-                    .par_iter()
-                    .enumerate()
-                    .map(|(e, ep)| {
-                        let base: &dyn Policy = match &scorer_base {
-                            Some(p) => p,
-                            None => rules[teacher_of[e]].as_ref(),
-                        };
-                        lookahead_episode(
-                            task,
-                            ep,
-                            objective,
-                            base,
-                            &prior,
-                            learner.as_ref(),
-                            &greedy,
-                            recipe.lookahead_top_k,
-                        )
-                    })
-                    .collect::<Result<_, _>>()?;
+                let more = par_episodes(&task.train, |e, ep| {
+                    let base: &dyn Policy = match &scorer_base {
+                        Some(p) => p,
+                        None => rules[teacher_of[e]].as_ref(),
+                    };
+                    lookahead_episode(
+                        task,
+                        ep,
+                        objective,
+                        base,
+                        &prior,
+                        learner.as_ref(),
+                        &greedy,
+                        recipe.lookahead_top_k,
+                    )
+                })?;
                 data.extend(more.into_iter().flatten());
                 fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
             }
