@@ -141,6 +141,25 @@ fn the_plain_array_network_scores_as_candle_does() {
     }
 }
 
+/// The shipped shape's fixed-size path gives exactly the general path's scores.
+#[test]
+fn the_fixed_shape_path_scores_bit_for_bit() {
+    for seed in 0..4 {
+        let mlp = Mlp::from_net(&PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, seed).unwrap()).unwrap();
+        let rows = 50;
+        // Zeros among the inputs too (the paths skip them alike).
+        let x: Vec<f32> = (0..rows * FEATURES)
+            .map(|i| if i % 5 == 0 { 0.0 } else { ((i * 7919 % 211) as f32 / 40.0) - 2.5 })
+            .collect();
+        let (mut fast, mut general) = (Vec::new(), Vec::new());
+        mlp.scores(&x, rows, &mut fast);
+        mlp.scores_any_shape(&x, rows, &mut general);
+        assert_eq!(fast.len(), rows);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fast), bits(&general), "seed {seed}");
+    }
+}
+
 fn small_task(seed: u64) -> ScorerTask {
     let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
     let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();

@@ -141,21 +141,25 @@ pub fn predict(
 /// the card: each job's memory stays within its remaining peak, and float sums are monotone).
 pub fn memory_fits(gpu: &GpuSpec, model: &dyn Interference, jobs: &[BudgetJob<'_>], step_s: f64) -> bool {
     let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
+    let card = gpu.memory_mib + 1e-9;
     for _ in 0..max_steps {
-        if on_gpu.all_done() {
+        // One pass: whether any job is left, the memory now (as `LoneGpu::memory_mib` sums
+        // it) and the remaining peaks, summed in the same order so the bound holds after
+        // rounding too.
+        let (mut left, mut now, mut peaks) = (false, 0.0, 0.0);
+        for j in on_gpu.jobs.iter().filter(|j| !j.done()) {
+            left = true;
+            let i = j.profile.sample_index(j.progress_s);
+            now += j.profile.samples[i].gpu_mem_mib;
+            peaks += j.profile.peak_from(i).gpu_mem_mib;
+        }
+        if !left {
             return true;
         }
-        if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
+        if now > card {
             return false;
         }
-        // Summed in the order memory_mib sums, so the bound holds after rounding too.
-        let peaks: f64 = on_gpu
-            .jobs
-            .iter()
-            .filter(|j| !j.done())
-            .map(|j| j.profile.peak_from(j.profile.sample_index(j.progress_s)).gpu_mem_mib)
-            .sum();
-        if peaks <= gpu.memory_mib + 1e-9 {
+        if peaks <= card {
             return true;
         }
         on_gpu.step(step_s);

@@ -105,13 +105,23 @@ pub struct LoneGpu<'a> {
     loads: Vec<JobLoad<'a>>,
     index: Vec<usize>,
     rates: Vec<f64>,
+    /// Each stepped job's time to finish at its rate (computed once per step).
+    finish: Vec<f64>,
 }
 
 impl<'a> LoneGpu<'a> {
     /// `jobs` on `gpu` under `model`.
     pub fn new(gpu: &'a GpuSpec, model: &'a dyn Interference, jobs: Vec<LoneJob<'a>>) -> Self {
         let n = jobs.len();
-        LoneGpu { gpu, model, jobs, loads: Vec::with_capacity(n), index: Vec::with_capacity(n), rates: vec![1.0; n] }
+        LoneGpu {
+            gpu,
+            model,
+            jobs,
+            loads: Vec::with_capacity(n),
+            index: Vec::with_capacity(n),
+            rates: vec![1.0; n],
+            finish: Vec::with_capacity(n),
+        }
     }
 
     /// True when every job has finished.
@@ -141,12 +151,15 @@ impl<'a> LoneGpu<'a> {
             return 0.0;
         }
         gpu_rates(self.model, self.gpu, &self.loads, &mut self.rates[..n]);
-        let t_finish = |j: &LoneJob<'_>, rate: f64| time_to_finish(j.profile.solo_s() - j.progress_s, rate);
-        let dt = self.index.iter().zip(&self.rates).fold(max_dt, |dt, (&k, &r)| dt.min(t_finish(&self.jobs[k], r)));
+        self.finish.clear();
+        for (&k, &r) in self.index.iter().zip(&self.rates) {
+            let j = &self.jobs[k];
+            self.finish.push(time_to_finish(j.profile.solo_s() - j.progress_s, r));
+        }
+        let dt = self.finish.iter().fold(max_dt, |dt, &tf| dt.min(tf));
         for (slot, &k) in self.index.iter().enumerate() {
-            let rate = self.rates[slot];
+            let (rate, tf) = (self.rates[slot], self.finish[slot]);
             let j = &mut self.jobs[k];
-            let tf = t_finish(j, rate);
             j.rate = Some(rate);
             j.progress_s = match advance(j.progress_s, rate, tf, dt) {
                 Advance::Running { progress_s } => progress_s,

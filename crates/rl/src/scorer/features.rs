@@ -93,8 +93,11 @@ pub struct Round<'v> {
     model: Contention,
     /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
     pairs: Vec<Option<(usize, usize)>>,
-    /// Offer a job no idle GPU twin to an earlier idle one ([`Round::merging_idle_twins`]).
-    merge_idle_twins: bool,
+    /// For an argmax caller ([`Round::for_argmax`]): idle twins merged, time-aligned checks
+    /// deferred to [`Round::confirm`].
+    for_argmax: bool,
+    /// Per row of the last [`Round::rows`]: legal only if [`Round::confirm`] says so.
+    pending: Vec<bool>,
 }
 
 impl<'v> Round<'v> {
@@ -124,17 +127,42 @@ impl<'v> Round<'v> {
             model: Contention::new(ContentionParams::FITTED),
             budget: max_slowdown,
             pairs: Vec::new(),
-            merge_idle_twins: false,
+            for_argmax: false,
+            pending: Vec::new(),
         }
     }
 
-    /// A round that leaves out the rows of an idle GPU twin to an earlier idle GPU (same
-    /// model, nothing on either): their rows equal the earlier one's, so an argmax that takes
-    /// the first of equal scores chooses the same. Not for sampling or look-ahead, which see
-    /// each row.
-    pub fn merging_idle_twins(mut self) -> Self {
-        self.merge_idle_twins = true;
+    /// A round for a caller that takes the highest-scoring legal row (the first of equal
+    /// scores), which then chooses as with every row checked, at less cost:
+    /// - the rows of an idle GPU twin to an earlier idle GPU (same model, nothing on either)
+    ///   are left out: they equal the earlier one's, which comes first;
+    /// - a row on a busy GPU that needs the time-aligned memory rule or the budget's
+    ///   prediction is offered unchecked; the caller asks [`Round::confirm`] before taking it
+    ///   and tries the next best row if not.
+    ///
+    /// Not for sampling or look-ahead, which weigh every row.
+    pub fn for_argmax(mut self) -> Self {
+        self.for_argmax = true;
         self
+    }
+
+    /// True when row `row` of the last [`Round::rows`] is legal (always, but for the rows
+    /// [`Round::for_argmax`] leaves unchecked, which are checked now).
+    pub fn confirm(&mut self, row: usize) -> bool {
+        if !self.pending.get(row).copied().unwrap_or(false) {
+            return true;
+        }
+        let Some((i, g)) = self.pair(row) else { return true };
+        let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], &self.view.gpus[g]);
+        self.check(i, g, peak_fits)
+    }
+
+    /// The memory rule (and the budget, when set) for job `i` on busy GPU `g`.
+    fn check(&mut self, i: usize, g: usize, peak_fits: bool) -> bool {
+        match self.budget {
+            Some(b) => self.predicted_fit(i, g, b, peak_fits),
+            None => peak_fits || self.predicted_fit(i, g, f64::INFINITY, false),
+        }
     }
 
     /// Writes the rows of the pending choice into `out` (`FEATURES` values per row) and
@@ -143,6 +171,7 @@ impl<'v> Round<'v> {
     pub fn rows(&mut self, out: &mut Vec<f32>) -> usize {
         out.clear();
         self.pairs.clear();
+        self.pending.clear();
         let view = self.view;
         let waiting: Vec<usize> = (0..view.queue.len()).filter(|&i| !self.taken[i]).collect();
         if waiting.is_empty() {
@@ -165,7 +194,7 @@ impl<'v> Round<'v> {
         let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle, idle_share, queue_len };
         let idle = &ctx.idle;
         let mut twin = vec![false; view.gpus.len()];
-        if self.merge_idle_twins {
+        if self.for_argmax {
             // The first idle GPU of each model; every later idle one of that model is a twin.
             let mut firsts: Vec<usize> = Vec::new();
             for g in (0..view.gpus.len()).filter(|&g| idle[g]) {
@@ -191,15 +220,17 @@ impl<'v> Round<'v> {
                     continue;
                 }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
+                // Alone on a GPU a job is never refused for slowdown (nothing slows it).
+                let needs_check = if self.budget.is_some() { !idle[g] } else { !peak_fits };
+                let defer = needs_check && self.for_argmax && !idle[g];
                 let legal = match self.budget {
-                    // Alone on a GPU a job is never refused (nothing slows it).
-                    Some(_) if idle[g] => true,
-                    Some(b) => self.predicted_fit(i, g, b, peak_fits),
-                    None => peak_fits || self.predicted_fit(i, g, f64::INFINITY, false),
+                    _ if defer || !needs_check => true,
+                    _ => self.check(i, g, peak_fits),
                 };
                 if !legal {
                     continue;
                 }
+                self.pending.push(defer);
                 idle_fits |= idle[g];
                 let r = self.features(i, g, peak_fits, &ctx);
                 rows.push(r);
@@ -208,6 +239,7 @@ impl<'v> Round<'v> {
         }
         if rows.is_empty() {
             self.pairs.clear();
+            self.pending.clear();
             return 0;
         }
         if !idle_fits {
@@ -217,6 +249,7 @@ impl<'v> Round<'v> {
             hold[16] = idle_share;
             out.extend_from_slice(&hold);
             self.pairs.insert(0, None);
+            self.pending.insert(0, false);
         }
         for r in &rows {
             out.extend_from_slice(r);

@@ -59,6 +59,25 @@ impl Mlp {
 
     /// The score of each of the `n` rows of `x` (`FEATURES` values each).
     pub fn scores(&self, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        if let [(w0, b0, FEATURES, 32), (w1, b1, 32, 16), (w2, b2, 16, 1)] = self.layers.as_slice() {
+            // The shipped shape, with sizes the compiler knows: the same sums in the same
+            // order as the general path (test `the_fixed_shape_path_scores_bit_for_bit`).
+            out.clear();
+            for r in 0..n {
+                let mut h = [0f32; FEATURES];
+                h.copy_from_slice(&x[r * FEATURES..(r + 1) * FEATURES]);
+                let h1: [f32; 32] = dense(w0, b0, &h, true);
+                let h2: [f32; 16] = dense(w1, b1, &h1, true);
+                let y: [f32; 1] = dense(w2, b2, &h2, false);
+                out.push(y[0]);
+            }
+            return;
+        }
+        self.scores_any_shape(x, n, out);
+    }
+
+    /// [`Mlp::scores`] for any layer sizes.
+    pub fn scores_any_shape(&self, x: &[f32], n: usize, out: &mut Vec<f32>) {
         out.clear();
         let Some(width) = self.layers.first().map(|l| l.2) else {
             out.resize(n, 0.0);
@@ -91,6 +110,28 @@ impl Mlp {
     }
 }
 
+/// One layer: the bias, plus each non-zero input times its weight row, in input order (as
+/// [`Mlp::scores_any_shape`] sums), then ReLU if `relu`. `w` is `I x O` row-major.
+#[inline]
+fn dense<const I: usize, const O: usize>(w: &[f32], b: &[f32], h: &[f32; I], relu: bool) -> [f32; O] {
+    let mut o = [0f32; O];
+    o.copy_from_slice(&b[..O]);
+    for (i, &v) in h.iter().enumerate() {
+        if v != 0.0 {
+            let row = &w[i * O..(i + 1) * O];
+            for (acc, wv) in o.iter_mut().zip(row) {
+                *acc += v * wv;
+            }
+        }
+    }
+    if relu {
+        for acc in o.iter_mut() {
+            *acc = acc.max(0.0);
+        }
+    }
+    o
+}
+
 /// Runs one decision round over `view`: `choose(rows, n)` picks a row of the `n` offered
 /// (row 0 is hold when [`Round::hold_offered`]); a single offered row is taken without
 /// asking. Returns the placements.
@@ -112,16 +153,38 @@ pub fn decide_within(
     run_round(Round::with_budget(view, greedy, max_slowdown), choose)
 }
 
-/// The placements `mlp` chooses over `view`: the highest-scoring row at each choice (the
-/// first on ties). Rows of idle GPUs twin to an earlier one (same model, nothing on either)
-/// are not scored: they score the same and the earlier comes first, so the choice is the one
-/// [`decide_within`] with [`best_row`] makes, with up to one GPU's rows in place of many.
+/// The placements `mlp` chooses over `view`: the highest-scoring legal row at each choice
+/// (the first on ties), as [`decide_within`] with [`best_row`] chooses them, at less cost
+/// ([`Round::for_argmax`]: idle twin GPUs scored once, time-aligned checks only for the rows
+/// that would win).
 pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, max_slowdown: Option<f64>, mlp: &Mlp) -> Vec<Placement> {
-    let mut scores = Vec::new();
-    run_round(Round::with_budget(view, greedy, max_slowdown).merging_idle_twins(), &mut |_, rows, n| {
-        mlp.scores(rows, n, &mut scores);
-        best_row(&scores)
-    })
+    let mut round = Round::with_budget(view, greedy, max_slowdown).for_argmax();
+    let (mut rows, mut scores, mut tried) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        let n = round.rows(&mut rows);
+        if n == 0 {
+            break;
+        }
+        mlp.scores(&rows, n, &mut scores);
+        tried.clear();
+        tried.resize(n, false);
+        // The best row not yet found illegal, until one is legal.
+        let pick = loop {
+            let Some(best) = (0..n).filter(|&r| !tried[r]).reduce(|b, r| if scores[r] > scores[b] { r } else { b })
+            else {
+                break None;
+            };
+            if round.confirm(best) {
+                break Some(best);
+            }
+            tried[best] = true;
+        };
+        match pick {
+            Some(row) if round.take(row) => {}
+            _ => break,
+        }
+    }
+    round.placements()
 }
 
 fn run_round(mut round: Round<'_>, choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize) -> Vec<Placement> {
