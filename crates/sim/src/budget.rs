@@ -104,16 +104,23 @@ pub fn predict(
     let refuse = |worst: f64, memory_over: bool| Prediction { worst_slowdown: worst, memory_over, admitted: false };
     let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
     for _ in 0..max_steps {
-        if on_gpu.all_done() {
+        // One pass: how many jobs are left (and the last of them), and the memory they hold
+        // now, summed in job order.
+        let (mut left, mut last, mut now) = (0, 0, 0.0);
+        for (k, j) in on_gpu.jobs.iter().enumerate().filter(|(_, j)| !j.done()) {
+            (left, last) = (left + 1, k);
+            now += j.profile.demand_at(j.progress_s).gpu_mem_mib;
+        }
+        if left == 0 {
             return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
         }
-        if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
+        if now > gpu.memory_mib + 1e-9 {
             return refuse(worst, true);
         }
-        if let Some(k) = alone_at_full_speed(&on_gpu, gpu, model) {
+        if left == 1 && alone_at_full_speed(&on_gpu.jobs[last], gpu, model) {
             // Nothing changes any more but its progress: it loses no more time and its memory
             // stays within the card, so the outcome is what the next step would check.
-            let (l, solo) = (lost[k], jobs[k].profile.solo_s());
+            let (l, solo) = (lost[last], jobs[last].profile.solo_s());
             return if l > max_slowdown * solo - slack_s + 1e-9 {
                 refuse(worst, false)
             } else {
@@ -143,9 +150,8 @@ pub fn memory_fits(gpu: &GpuSpec, model: &dyn Interference, jobs: &[BudgetJob<'_
     let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
     let card = gpu.memory_mib + 1e-9;
     for _ in 0..max_steps {
-        // One pass: whether any job is left, the memory now (as `LoneGpu::memory_mib` sums
-        // it) and the remaining peaks, summed in the same order so the bound holds after
-        // rounding too.
+        // One pass: whether any job is left, the memory now and the remaining peaks, both
+        // summed in job order (as `predict` sums), so the bound holds after rounding too.
         let (mut left, mut now, mut peaks) = (false, 0.0, 0.0);
         for j in on_gpu.jobs.iter().filter(|j| !j.done()) {
             left = true;
@@ -167,16 +173,11 @@ pub fn memory_fits(gpu: &GpuSpec, model: &dyn Interference, jobs: &[BudgetJob<'_
     false
 }
 
-/// The one unfinished job on `on_gpu`, when it is alone and the model runs it at full speed
-/// with its memory within the card for the rest of its profile.
-fn alone_at_full_speed(on_gpu: &LoneGpu<'_>, gpu: &GpuSpec, model: &dyn Interference) -> Option<usize> {
-    let mut left = on_gpu.jobs.iter().enumerate().filter(|(_, j)| !j.done());
-    let (k, job) = left.next()?;
-    if left.next().is_some() {
-        return None;
-    }
+/// True when `job`, alone on `gpu`, runs at full speed under `model` with its memory within
+/// the card for the rest of its profile.
+fn alone_at_full_speed(job: &LoneJob<'_>, gpu: &GpuSpec, model: &dyn Interference) -> bool {
     let peak = job.profile.peak_from(job.profile.sample_index(job.progress_s));
-    (peak.gpu_mem_mib <= gpu.memory_mib + 1e-9 && model.alone_at_full_speed(gpu, &peak)).then_some(k)
+    peak.gpu_mem_mib <= gpu.memory_mib + 1e-9 && model.alone_at_full_speed(gpu, &peak)
 }
 
 /// The placements of `decision` that keep every job on their GPU within `max_slowdown`,
@@ -285,10 +286,11 @@ mod tests {
             jobs.iter().map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s, rate: None });
         let mut on_gpu = LoneGpu::new(gpu, &model, lone.collect());
         loop {
-            if on_gpu.all_done() {
+            let left: Vec<&LoneJob> = on_gpu.jobs.iter().filter(|j| !j.done()).collect();
+            if left.is_empty() {
                 return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
             }
-            if on_gpu.memory_mib() > gpu.memory_mib + 1e-9 {
+            if left.iter().map(|j| j.profile.demand_at(j.progress_s).gpu_mem_mib).sum::<f64>() > gpu.memory_mib + 1e-9 {
                 return Prediction { worst_slowdown: worst, memory_over: true, admitted: false };
             }
             let dt = on_gpu.step(1.0);

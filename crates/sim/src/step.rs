@@ -124,16 +124,6 @@ impl<'a> LoneGpu<'a> {
         }
     }
 
-    /// True when every job has finished.
-    pub fn all_done(&self) -> bool {
-        self.jobs.iter().all(LoneJob::done)
-    }
-
-    /// Memory the unfinished jobs hold now, MiB.
-    pub fn memory_mib(&self) -> f64 {
-        self.jobs.iter().filter(|j| !j.done()).map(|j| j.profile.demand_at(j.progress_s).gpu_mem_mib).sum()
-    }
-
     /// One step of at most `max_dt` wall seconds (cut at the first finish); returns its length
     /// (0 when every job had finished). Sets each job's `rate`.
     pub fn step(&mut self, max_dt: f64) -> f64 {

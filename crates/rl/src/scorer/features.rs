@@ -157,7 +157,8 @@ impl<'v> Round<'v> {
         self.check(i, g, peak_fits)
     }
 
-    /// The memory rule (and the budget, when set) for job `i` on busy GPU `g`.
+    /// The memory rule (and the budget, when set) for job `i` on GPU `g`, where the peak rule
+    /// alone does not settle it.
     fn check(&mut self, i: usize, g: usize, peak_fits: bool) -> bool {
         match self.budget {
             Some(b) => self.predicted_fit(i, g, b, peak_fits),
@@ -223,11 +224,7 @@ impl<'v> Round<'v> {
                 // Alone on a GPU a job is never refused for slowdown (nothing slows it).
                 let needs_check = if self.budget.is_some() { !idle[g] } else { !peak_fits };
                 let defer = needs_check && self.for_argmax && !idle[g];
-                let legal = match self.budget {
-                    _ if defer || !needs_check => true,
-                    _ => self.check(i, g, peak_fits),
-                };
-                if !legal {
+                if needs_check && !defer && !self.check(i, g, peak_fits) {
                     continue;
                 }
                 self.pending.push(defer);

@@ -150,7 +150,7 @@ pub fn decide_within(
     max_slowdown: Option<f64>,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    run_round(Round::with_budget(view, greedy, max_slowdown), choose)
+    run_round(Round::with_budget(view, greedy, max_slowdown), &mut |round, rows, n| Some(choose(round, rows, n)))
 }
 
 /// The placements `mlp` chooses over `view`: the highest-scoring legal row at each choice
@@ -158,45 +158,38 @@ pub fn decide_within(
 /// ([`Round::for_argmax`]: idle twin GPUs scored once, time-aligned checks only for the rows
 /// that would win).
 pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, max_slowdown: Option<f64>, mlp: &Mlp) -> Vec<Placement> {
-    let mut round = Round::with_budget(view, greedy, max_slowdown).for_argmax();
-    let (mut rows, mut scores, mut tried) = (Vec::new(), Vec::new(), Vec::new());
-    loop {
-        let n = round.rows(&mut rows);
-        if n == 0 {
-            break;
-        }
-        mlp.scores(&rows, n, &mut scores);
+    let (mut scores, mut tried) = (Vec::new(), Vec::new());
+    run_round(Round::with_budget(view, greedy, max_slowdown).for_argmax(), &mut |round, rows, n| {
+        mlp.scores(rows, n, &mut scores);
         tried.clear();
         tried.resize(n, false);
-        // The best row not yet found illegal, until one is legal.
-        let pick = loop {
-            let Some(best) = (0..n).filter(|&r| !tried[r]).reduce(|b, r| if scores[r] > scores[b] { r } else { b })
-            else {
-                break None;
-            };
+        // The best row not yet found illegal, until one is legal (or none is left).
+        loop {
+            let best = (0..n).filter(|&r| !tried[r]).reduce(|b, r| if scores[r] > scores[b] { r } else { b })?;
             if round.confirm(best) {
-                break Some(best);
+                return Some(best);
             }
             tried[best] = true;
-        };
-        match pick {
-            Some(row) if round.take(row) => {}
-            _ => break,
         }
-    }
-    round.placements()
+    })
 }
 
-fn run_round(mut round: Round<'_>, choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize) -> Vec<Placement> {
+/// Picks a row of the `n` offered (`None`: none is legal, the round ends).
+type Chooser<'c> = dyn FnMut(&mut Round<'_>, &[f32], usize) -> Option<usize> + 'c;
+
+/// Plays one decision round with `choose`; a single offered row that is legal is taken
+/// without asking.
+fn run_round(mut round: Round<'_>, choose: &mut Chooser<'_>) -> Vec<Placement> {
     let mut rows = Vec::new();
     loop {
         let n = round.rows(&mut rows);
         if n == 0 {
             break;
         }
-        let row = if n == 1 { 0 } else { choose(&round, &rows, n) };
-        if !round.take(row) {
-            break;
+        let row = if n == 1 && round.confirm(0) { Some(0) } else { choose(&mut round, &rows, n) };
+        match row {
+            Some(r) if round.take(r) => {}
+            _ => break,
         }
     }
     round.placements()
