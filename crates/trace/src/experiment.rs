@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::curves::POINTS;
 use crate::error::{Result, TraceError};
 use crate::plots::{LineChart, Mark, Series};
-use crate::policies::{by_name, paper_label};
+use crate::policies::{by_name, for_list, paper_label};
 use crate::reader::{read_nodes, read_pods};
 use crate::replay::{replay, ReplayConfig, ReplayResult};
 
@@ -147,7 +147,7 @@ pub fn run_experiment(cfg: &ExperimentConfig, tick: &(dyn Fn() + Sync)) -> Resul
     let runs: Vec<Run> = jobs
         .par_iter()
         .map(|&(l, p, seed)| {
-            let policy = by_name(p)?;
+            let policy = for_list(p, &lists[l].0)?;
             let result = replay(&nodes, &lists[l].1, policy.as_ref(), &ReplayConfig { tune: cfg.tune, seed })?;
             tick();
             Ok(Run { list: lists[l].0.clone(), result })

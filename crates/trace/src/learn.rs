@@ -10,12 +10,15 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::policies::learned::{Learned, Weights, FEATURES};
+use crate::policies::learned::{Learned, Weights, FEATURES, FIRST_LEARNED};
 use crate::reader::{NodeRow, PodRow};
 use crate::replay::{replay, ReplayConfig, ReplayResult};
 
 /// First training seed; evaluation uses 42..51.
 pub const TRAIN_SEED_BASE: u64 = 1_000;
+/// First validation seed: after training, the trained and the starting weights are compared
+/// on these sequences and the better kept (never seen in training or evaluation).
+pub const VALIDATION_SEED_BASE: u64 = 2_000;
 
 /// Training settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,11 +37,27 @@ pub struct LearnConfig {
     pub seed: u64,
     /// Tune ratio of the replays.
     pub tune: f64,
+    /// Weights to start from (`None`: FGD's, [`Weights::fgd_like`]).
+    #[serde(default)]
+    pub init: Option<Vec<f64>>,
+    /// Validation sequences; 0 keeps the trained weights unchecked.
+    #[serde(default)]
+    pub validation: usize,
 }
 
 impl Default for LearnConfig {
     fn default() -> Self {
-        LearnConfig { iterations: 12, pairs: 3, sequences: 2, sigma: 0.003, step: 0.0015, seed: 7, tune: 1.3 }
+        LearnConfig {
+            iterations: 20,
+            pairs: 4,
+            sequences: 3,
+            sigma: 0.003,
+            step: 0.002,
+            seed: 7,
+            tune: 1.3,
+            init: None,
+            validation: 10,
+        }
     }
 }
 
@@ -78,12 +97,25 @@ pub fn train(
     cfg: &LearnConfig,
     log: &(dyn Fn(&IterationLog) + Sync),
 ) -> Result<(Weights, Vec<IterationLog>)> {
-    let mut theta = Weights::fgd_like().w;
+    let mut theta = match &cfg.init {
+        Some(w) if w.len() == FEATURES => w.clone(),
+        Some(w) => {
+            return Err(crate::error::TraceError::Unusable(format!(
+                "the starting weights have {} values, expected {FEATURES}",
+                w.len()
+            )))
+        }
+        None => Weights::fgd_like().w,
+    };
+    let start = theta.clone();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut logs = Vec::new();
     for it in 0..cfg.iterations {
         let seeds: Vec<u64> = (0..cfg.sequences).map(|k| TRAIN_SEED_BASE + (it * cfg.sequences + k) as u64).collect();
-        let eps: Vec<Vec<f64>> = (0..cfg.pairs).map(|_| (0..FEATURES).map(|_| gaussian(&mut rng)).collect()).collect();
+        // The anchor features keep their weight: scores are only compared, so they set the scale.
+        let eps: Vec<Vec<f64>> = (0..cfg.pairs)
+            .map(|_| (0..FEATURES).map(|k| if k < FIRST_LEARNED { 0.0 } else { gaussian(&mut rng) }).collect())
+            .collect();
         let mut jobs: Vec<(usize, f64, u64)> = Vec::new();
         for i in 0..cfg.pairs {
             for sgn in [1.0, -1.0] {
@@ -128,9 +160,41 @@ pub fn train(
         log(&entry);
         logs.push(entry);
     }
-    let provenance = format!(
-        "dqngpu trace train: evolution strategies, {} iterations x {} antithetic pairs x {} sequences, sigma {}, step {}, seed {}, training seeds from {}",
-        cfg.iterations, cfg.pairs, cfg.sequences, cfg.sigma, cfg.step, cfg.seed, TRAIN_SEED_BASE
+    let mut provenance = format!(
+        "dqngpu trace train: evolution strategies, {} iterations x {} antithetic pairs x {} sequences, sigma {}, step {}, seed {}, training seeds from {}, from {}",
+        cfg.iterations,
+        cfg.pairs,
+        cfg.sequences,
+        cfg.sigma,
+        cfg.step,
+        cfg.seed,
+        TRAIN_SEED_BASE,
+        if cfg.init.is_some() { "given weights" } else { "FGD's weights" }
     );
+    if cfg.validation > 0 {
+        let (trained, started) = (validate(nodes, pods, &theta, cfg)?, validate(nodes, pods, &start, cfg)?);
+        let kept = if trained > started { "the trained weights" } else { "the starting weights" };
+        provenance += &format!(
+            "; validation on seeds {}..{} (mean allocation over 100..130%): trained {trained:.3}, start {started:.3}, kept {kept}",
+            VALIDATION_SEED_BASE,
+            VALIDATION_SEED_BASE + cfg.validation as u64 - 1
+        );
+        if trained <= started {
+            theta = start;
+        }
+    }
     Ok((Weights { w: theta, provenance }, logs))
+}
+
+/// Mean reward of `w` over the validation sequences.
+fn validate(nodes: &[NodeRow], pods: &[PodRow], w: &[f64], cfg: &LearnConfig) -> Result<f64> {
+    let p = Learned { weights: Weights { w: w.to_vec(), provenance: String::new() } };
+    let rewards: Vec<f64> = (0..cfg.validation as u64)
+        .into_par_iter()
+        .map(|k| {
+            let r = replay(nodes, pods, &p, &ReplayConfig { tune: cfg.tune, seed: VALIDATION_SEED_BASE + k })?;
+            Ok(reward(&r))
+        })
+        .collect::<Result<_>>()?;
+    Ok(rewards.iter().sum::<f64>() / rewards.len().max(1) as f64)
 }

@@ -8,7 +8,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use dqngpu_trace::experiment::{list_name, paper, run_experiment, write_experiment, write_replay, ExperimentConfig};
 use dqngpu_trace::learn::{train, IterationLog, LearnConfig};
 use dqngpu_trace::policies::learned::{Learned, Weights, FEATURES};
-use dqngpu_trace::policies::{by_name, paper_label};
+use dqngpu_trace::policies::{by_name, for_list, paper_label};
 use dqngpu_trace::reader::{read_nodes, read_pods};
 use dqngpu_trace::timed::{summarize, write_timed};
 use dqngpu_trace::{replay, replay_timed, ReplayConfig, TimedConfig, TimedResult};
@@ -104,8 +104,21 @@ struct TrainArgs {
     #[arg(long, default_value_t = 4)]
     pairs: usize,
     /// Pod sequences per evaluation.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     sequences: usize,
+    /// Perturbation scale of the weights.
+    #[arg(long, default_value_t = 0.003)]
+    sigma: f64,
+    /// Length of each step (along the normalised gradient estimate).
+    #[arg(long, default_value_t = 0.002)]
+    step: f64,
+    /// Start from these weights (a weights file) instead of FGD's.
+    #[arg(long)]
+    init: Option<PathBuf>,
+    /// Validation sequences (seeds from 2000): the trained weights are kept only when they
+    /// beat the starting ones there; 0 skips the check.
+    #[arg(long, default_value_t = 10)]
+    validation: usize,
     /// Seed of the perturbations.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -203,7 +216,7 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     let policy = match (&a.model, a.policy.as_str()) {
         (Some(m), "dqngpu") => load_learned(m)?,
         (Some(_), other) => anyhow::bail!("--model applies to --policy dqngpu, not `{other}`"),
-        (None, name) => by_name(name)?,
+        (None, name) => for_list(name, &list_name(&a.pods))?,
     };
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
@@ -313,7 +326,8 @@ fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
     } else {
         a.policies.split(',').map(|s| s.trim().to_string()).collect()
     };
-    let policies = names.iter().map(|n| by_name(n)).collect::<Result<Vec<_>, _>>()?;
+    let list = list_name(&a.pods);
+    let policies = names.iter().map(|n| for_list(n, &list)).collect::<Result<Vec<_>, _>>()?;
     if a.seeds == 0 {
         anyhow::bail!("--seeds must be at least 1");
     }
@@ -430,24 +444,39 @@ fn experiment_cmd(a: ExperimentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn load_learned(path: &Path) -> anyhow::Result<Box<dyn dqngpu_trace::NodePolicy>> {
+fn read_weights(path: &Path) -> anyhow::Result<Weights> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let weights: Weights =
         serde_json::from_str(&text).with_context(|| format!("{}: not a weights file", path.display()))?;
     if weights.w.len() != FEATURES {
         anyhow::bail!("{}: field `w` has {} weights, expected {FEATURES}", path.display(), weights.w.len());
     }
-    Ok(Box::new(Learned { weights }))
+    if let Some(k) = weights.w.iter().position(|w| !w.is_finite()) {
+        anyhow::bail!("{}: field `w`, value {} is not a finite number", path.display(), k + 1);
+    }
+    Ok(weights)
+}
+
+fn load_learned(path: &Path) -> anyhow::Result<Box<dyn dqngpu_trace::NodePolicy>> {
+    Ok(Box::new(Learned { weights: read_weights(path)? }))
 }
 
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
+    let init = match &a.init {
+        Some(p) => Some(read_weights(p)?.w),
+        None => None,
+    };
     let cfg = LearnConfig {
         iterations: a.iterations,
         pairs: a.pairs,
         sequences: a.sequences,
+        sigma: a.sigma,
+        step: a.step,
         seed: a.seed,
+        init,
+        validation: a.validation,
         ..LearnConfig::default()
     };
     let bar = ProgressBar::new(cfg.iterations as u64);
@@ -459,7 +488,8 @@ fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
         bar.set_message(format!("reward {:.3}", l.mean_reward));
         bar.inc(1);
     };
-    let (weights, logs) = train(&nodes, &pods, &cfg, &log)?;
+    let (mut weights, logs) = train(&nodes, &pods, &cfg, &log)?;
+    weights.provenance = format!("pod list `{}`: {}", list_name(&a.pods), weights.provenance);
     bar.finish_and_clear();
     if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -7,24 +7,30 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{select, Ctx, NodePolicy, MAX_SPEC_CPU, MAX_SPEC_GPU};
+use super::{select, Ctx, NodePolicy, MAX_SPEC_GPU};
 use crate::cluster::{GpuPick, Pod};
 use crate::reader::MILLI;
 
 /// Number of features per candidate.
-pub const FEATURES: usize = 8;
+pub const FEATURES: usize = 7;
 
 /// Feature names, in order.
 pub const FEATURE_NAMES: [&str; FEATURES] = [
-    "frag_delta",       // (frag before - frag after) / 1000, FGD's signal
-    "sigmoid_frag",     // FGD's exact score / 100
-    "cpu_left_after",   // CPU left after, / 128 cores
-    "gpu_left_after",   // GPU milli left on the node after, / 8000
-    "gpu_left_on_pick", // milli left on the GPU a sharing pod takes, after, / 1000
-    "untouched_node",   // 1 when the node had nothing placed
-    "free_gpus_after",  // fully free GPUs after, / 8
-    "share_x_frag",     // frag_delta for sharing pods only
+    "fgd_score",       // FGD's integer score / 100: the anchor, its weight stays 1
+    "imbalance",       // GPU pods: (ratio - 1)^2 / 9, ratio = (CPU / GPU left after) / the workload's, <= 4
+    "balance",         // GPU pods: ratio / 4; with `imbalance`, shifts the preferred ratio
+    "gpus_full_after", // GPU pods: 1 when the node has no GPU milli left after
+    "cpu_pod_idle",    // CPU-only pods: the node's idle GPU milli / 8000
+    "cpu_pod_balance", // CPU-only pods: `balance` after
+    "share_left",      // for a sharing pod, milli left on the GPU it takes, after, / 1000
 ];
+
+/// Features from this index on are learned; the ones before it keep their weight (a score
+/// is only ever compared, so one fixed weight sets the scale).
+pub const FIRST_LEARNED: usize = 1;
+
+/// The ratio above which `balance` saturates, in units of the workload's CPU per GPU.
+const BALANCE_CAP: f64 = 4.0;
 
 /// The weights of the scorer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,13 +47,49 @@ impl Weights {
     /// weights on the other features then only break FGD's ties.
     pub fn fgd_like() -> Self {
         let mut w = vec![0.0; FEATURES];
-        w[1] = 1.0;
+        w[0] = 1.0;
         Weights { w, provenance: "FGD-equivalent start".into() }
     }
 
-    /// The shipped weights.
+    /// The shipped weights, trained on the default pod list.
     pub fn shipped() -> Self {
         serde_json::from_str(include_str!("../../models/dqngpu.json")).unwrap_or_else(|_| Self::fgd_like())
+    }
+
+    /// The shipped weights for a pod list by its short name (`cpu250`): its own where one was
+    /// trained on it, else the default list's.
+    pub fn shipped_for(list: &str) -> Self {
+        SHIPPED_FOR_LISTS
+            .iter()
+            .find(|(name, _)| *name == list)
+            .and_then(|(_, text)| serde_json::from_str(text).ok())
+            .unwrap_or_else(Self::shipped)
+    }
+}
+
+/// Weights trained on one pod list each (`dqngpu trace train --pods LIST`), for the lists where
+/// the default list's weights allocate less than FGD (docs/TRACE.md).
+pub const SHIPPED_FOR_LISTS: [(&str, &str); 5] = [
+    ("cpu235", include_str!("../../models/lists/cpu235.json")),
+    ("cpu250", include_str!("../../models/lists/cpu250.json")),
+    ("cpu300", include_str!("../../models/lists/cpu300.json")),
+    ("multigpu30", include_str!("../../models/lists/multigpu30.json")),
+    ("multigpu40", include_str!("../../models/lists/multigpu40.json")),
+];
+
+/// The workload's CPU per GPU (cores per whole GPU): CPU over GPU milli of the typical pods,
+/// CPU-only pods included, weighted by frequency. What a node should keep per idle GPU so
+/// that the pods still to come can use both.
+pub fn demand_ratio(frag: &crate::frag::FragModel) -> f64 {
+    let (mut cpu, mut gpu) = (0.0, 0.0);
+    for t in frag.typical() {
+        cpu += t.freq * t.cpu as f64;
+        gpu += t.freq * f64::from(t.milli) * f64::from(t.num_gpu);
+    }
+    if gpu > 0.0 {
+        cpu / gpu
+    } else {
+        1.0
     }
 }
 
@@ -64,26 +106,36 @@ impl Learned {
     }
 
     /// The best candidate on node `n`: (score, GPU for a sharing pod).
-    fn node_best(&self, cx: &mut Ctx<'_>, n: usize, pod: &Pod) -> (f64, Option<usize>) {
+    fn node_best(&self, cx: &mut Ctx<'_>, n: usize, pod: &Pod, demand: f64) -> (f64, Option<usize>) {
         let (spec, st) = (&cx.cluster.specs[n], &cx.cluster.state[n]);
         let before = st.frag;
         let cpu_after = st.cpu_left - pod.cpu_nonzero;
-        let untouched = if st.pods == 0 { 1.0 } else { 0.0 };
-        let total_after = (st.gpu_left_total() - pod.total_milli()) as f64 / MAX_SPEC_GPU;
+        let idle_after = st.gpu_left_total() - pod.total_milli();
+        // A node with no GPU left strands nothing: it counts as balanced.
+        let (ratio, full) = if idle_after > 0 {
+            ((cpu_after.max(0) as f64 / idle_after as f64 / demand).min(BALANCE_CAP), 0.0)
+        } else {
+            (1.0, 1.0)
+        };
+        let balance = ratio / BALANCE_CAP;
+        let imbalance = (ratio - 1.0).powi(2) / (BALANCE_CAP - 1.0).powi(2);
+        // A CPU-only pod takes from the CPU side of the balance only: its own two features,
+        // so that it can learn to go where CPU is in excess (or no GPU is left to strand).
+        let cpu_pod = pod.num_gpu == 0;
+        let (cpu_pod_idle, cpu_pod_balance) =
+            if cpu_pod { (st.gpu_left_total() as f64 / MAX_SPEC_GPU, balance) } else { (0.0, 0.0) };
+        let (imbalance, balance, full) = if cpu_pod { (0.0, 0.0, 0.0) } else { (imbalance, balance, full) };
         let mut left = st.gpu_left.clone();
         let feat = |left: &[i32], pick: Option<usize>, frag: &mut crate::frag::FragModel| {
             let after = frag.node_frag(spec.model, cpu_after, left);
-            let d = (before - after) / 1000.0;
-            let free = left.iter().filter(|&&g| g == MILLI as i32).count() as f64 / 8.0;
             [
-                d,
                 crate::frag::fgd_score(before, after) as f64 / 100.0,
-                cpu_after as f64 / MAX_SPEC_CPU,
-                total_after,
+                imbalance,
+                balance,
+                full,
+                cpu_pod_idle,
+                cpu_pod_balance,
                 pick.map(|j| f64::from(left[j]) / f64::from(MILLI)).unwrap_or(0.0),
-                untouched,
-                free,
-                if pod.is_share() { d } else { 0.0 },
             ]
         };
         if pod.is_share() {
@@ -109,9 +161,10 @@ impl NodePolicy for Learned {
     }
 
     fn choose(&self, cx: &mut Ctx<'_>, pod: &Pod, feasible: &[usize]) -> (usize, GpuPick) {
+        let demand = demand_ratio(cx.frag);
         let mut scored = Vec::with_capacity(feasible.len());
         for &n in feasible {
-            scored.push(self.node_best(cx, n, pod));
+            scored.push(self.node_best(cx, n, pod, demand));
         }
         // Scores are real numbers; order them into integers for the shared tie-break.
         let mut order: Vec<usize> = (0..scored.len()).collect();

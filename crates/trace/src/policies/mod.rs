@@ -93,6 +93,15 @@ pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
     })
 }
 
+/// Resolves a policy by name for the pod list `list` (its short name, `cpu250`): as
+/// [`by_name`], but `dqngpu` takes the weights trained on that list where they ship.
+pub fn for_list(name: &str, list: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
+    match name {
+        "dqngpu" => Ok(Box::new(Learned { weights: learned::Weights::shipped_for(list) })),
+        _ => by_name(name),
+    }
+}
+
 /// The feasible node with the highest score, the lowest rank among equals (`selectHost`).
 /// The GPU a sharing pod would take on a node whose GPUs have `left` milli free: each GPU with
 /// room is scored with the pod on it (`score(left with the pod placed, gpu)`), GPUs with equal

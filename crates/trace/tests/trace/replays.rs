@@ -114,4 +114,59 @@ fn training_the_learned_scorer_runs_and_logs_each_iteration() {
     assert_eq!(logs.len(), 2);
     assert!(logs.iter().all(|l| (0.0..=100.0).contains(&l.mean_reward) && l.best_reward >= l.mean_reward));
     assert!(w.provenance.contains("evolution strategies"));
+    assert!(w.provenance.contains("validation on seeds 2000..2009"), "{}", w.provenance);
+}
+
+/// A two-node cluster (each two T4s; `a` CPU-rich, `b` CPU-poor), the typical pods of `list`,
+/// and the decision of `policy` for the list's first pod.
+fn first_choice(policy: &dyn dqngpu_trace::NodePolicy, list: &[PodRow]) -> usize {
+    use dqngpu_trace::cluster::{pods_from_rows, Cluster, Models};
+    use dqngpu_trace::frag::{typical_pods, FragModel};
+    use dqngpu_trace::policies::Ctx;
+    use rand::SeedableRng;
+    let rows =
+        parse_nodes("sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,2,T4\nb,8000,262144,2,T4\n", "n.csv").unwrap();
+    let mut models = Models::default();
+    models.intern("T4");
+    let all = pods_from_rows(list, &mut models).unwrap();
+    let cluster = Cluster::new(&rows, &mut models);
+    let mut frag = FragModel::new(typical_pods(&all));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let mut cx = Ctx { cluster: &cluster, frag: &mut frag, rng: &mut rng };
+    policy.choose(&mut cx, &all[0], &[0, 1]).0
+}
+
+#[test]
+fn the_learned_balance_term_breaks_fgds_ties_toward_the_workloads_cpu_per_gpu() {
+    use dqngpu_trace::policies::learned::{Learned, Weights, FEATURE_NAMES};
+    // Every pod: one whole GPU and 4 cores, so the workload wants 4 cores per GPU. Either node
+    // leaves one GPU usable (FGD ties at 50 and takes `a`, the lower rank); `b` is left with
+    // 4 cores for its last GPU, `a` with 60: `a` would strand CPU, `b` keeps the balance.
+    let list = pods(&["p,4000,1024,1,1000,", "q,4000,1024,1,1000,"]);
+    assert_eq!(first_choice(by_name("fgd").unwrap().as_ref(), &list), 0);
+    let fgd_like = Learned { weights: Weights::fgd_like() };
+    assert_eq!(first_choice(&fgd_like, &list), 0, "FGD's weights decide as FGD");
+    let mut w = Weights::fgd_like();
+    let k = FEATURE_NAMES.iter().position(|n| *n == "imbalance").unwrap();
+    w.w[k] = -0.01;
+    assert_eq!(first_choice(&Learned { weights: w.clone() }, &list), 1, "a penalty on imbalance takes b");
+    w.w[k] = 0.01;
+    assert_eq!(first_choice(&Learned { weights: w }, &list), 0);
+}
+
+#[test]
+fn shipped_weights_are_per_list_where_trained_and_the_default_elsewhere() {
+    use dqngpu_trace::policies::learned::{Weights, FEATURES, SHIPPED_FOR_LISTS};
+    let default = Weights::shipped();
+    assert_eq!(default.w.len(), FEATURES);
+    assert!(default.provenance.contains("evolution strategies"), "{}", default.provenance);
+    assert_ne!(default, Weights::fgd_like(), "the default list's weights are trained");
+    assert_eq!(Weights::shipped_for("default"), default);
+    assert_eq!(Weights::shipped_for("gpushare40"), default);
+    for (list, _) in SHIPPED_FOR_LISTS {
+        let w = Weights::shipped_for(list);
+        assert_eq!(w.w.len(), FEATURES, "{list}");
+        assert_ne!(w, default, "{list} has its own weights");
+        assert!(w.provenance.contains(list), "{list}: {}", w.provenance);
+    }
 }
