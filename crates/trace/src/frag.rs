@@ -89,6 +89,8 @@ pub struct FragModel {
     /// Distinct typical CPU sizes, ascending.
     cpu_sizes: Vec<i64>,
     memo: HashMap<Key, f64, foldhash::fast::FixedState>,
+    /// The workload's CPU per GPU, [`FragModel::cpu_per_gpu`].
+    cpu_per_gpu: f64,
 }
 
 impl FragModel {
@@ -97,7 +99,25 @@ impl FragModel {
         let mut cpu_sizes: Vec<i64> = typical.iter().map(|t| t.cpu).collect();
         cpu_sizes.sort_unstable();
         cpu_sizes.dedup();
-        FragModel { typical, cpu_sizes, memo: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(7)) }
+        let (mut cpu, mut gpu) = (0.0, 0.0);
+        for t in &typical {
+            cpu += t.freq * t.cpu as f64;
+            gpu += t.freq * f64::from(t.milli) * f64::from(t.num_gpu);
+        }
+        let cpu_per_gpu = if gpu > 0.0 { cpu / gpu } else { 1.0 };
+        FragModel {
+            typical,
+            cpu_sizes,
+            memo: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(7)),
+            cpu_per_gpu,
+        }
+    }
+
+    /// The workload's CPU per GPU (cores per whole GPU, 1 when no typical pod asks for a GPU):
+    /// CPU over GPU milli of the typical pods, CPU-only pods included, weighted by frequency.
+    /// What a node should keep per idle GPU so that the pods still to come can use both.
+    pub fn cpu_per_gpu(&self) -> f64 {
+        self.cpu_per_gpu
     }
 
     /// The typical pods.
@@ -177,6 +197,15 @@ mod tests {
         assert_eq!(t.len(), 2, "90 + 6 = 96 >= 95");
         assert!((t.iter().map(|t| t.freq).sum::<f64>() - 1.0).abs() < 1e-12);
         assert!((t[0].freq - 90.0 / 96.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cpu_per_gpu_weighs_the_typical_pods_by_frequency() {
+        let t = |cpu, milli, num_gpu, freq| TypicalPod { cpu, milli, num_gpu, models: None, spec: 0, freq };
+        // Half the pods: 8 cores on two whole GPUs; half: 2 cores and no GPU. 5 cores / 1 GPU.
+        let m = FragModel::new(vec![t(8000, 1000, 2, 0.5), t(2000, 0, 0, 0.5)]);
+        assert!((m.cpu_per_gpu() - 5.0).abs() < 1e-12, "{}", m.cpu_per_gpu());
+        assert_eq!(FragModel::new(vec![t(2000, 0, 0, 1.0)]).cpu_per_gpu(), 1.0, "no GPU asked");
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! weights, the policy-gradient estimate of Salimans et al. 2017) on whole replays. The reward
 //! of a weight vector is the mean GPU allocation over 100..=130% of capacity arrived, averaged
 //! over pod sequences drawn with training seeds (from 1,000 up, never the evaluation seeds
-//! 42..51). Every iteration draws fresh sequences, shared by the whole population.
+//! 42..51). Every iteration draws fresh sequences, shared by the whole population. After the
+//! last iteration the trained and the starting weights are replayed on validation seeds and
+//! the better kept.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Result, TraceError};
 use crate::policies::learned::{Learned, Weights, FEATURES, FIRST_LEARNED};
 use crate::reader::{NodeRow, PodRow};
 use crate::replay::{replay, ReplayConfig, ReplayResult};
@@ -98,12 +100,9 @@ pub fn train(
     log: &(dyn Fn(&IterationLog) + Sync),
 ) -> Result<(Weights, Vec<IterationLog>)> {
     let mut theta = match &cfg.init {
-        Some(w) if w.len() == FEATURES => w.clone(),
         Some(w) => {
-            return Err(crate::error::TraceError::Unusable(format!(
-                "the starting weights have {} values, expected {FEATURES}",
-                w.len()
-            )))
+            Weights::check(w).map_err(|e| TraceError::Unusable(format!("the starting weights: {e}")))?;
+            w.clone()
         }
         None => Weights::fgd_like().w,
     };

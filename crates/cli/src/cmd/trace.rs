@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
 use dqngpu_trace::experiment::{list_name, paper, run_experiment, write_experiment, write_replay, ExperimentConfig};
 use dqngpu_trace::learn::{train, IterationLog, LearnConfig};
-use dqngpu_trace::policies::learned::{Learned, Weights, FEATURES};
+use dqngpu_trace::policies::learned::{Learned, Weights};
 use dqngpu_trace::policies::{by_name, for_list, paper_label};
 use dqngpu_trace::reader::{read_nodes, read_pods};
 use dqngpu_trace::timed::{summarize, write_timed};
@@ -98,29 +98,29 @@ struct TrainArgs {
     #[arg(long, default_value = "data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv")]
     pods: PathBuf,
     /// Iterations.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = LearnConfig::default().iterations)]
     iterations: usize,
     /// Antithetic pairs per iteration.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = LearnConfig::default().pairs)]
     pairs: usize,
     /// Pod sequences per evaluation.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = LearnConfig::default().sequences)]
     sequences: usize,
     /// Perturbation scale of the weights.
-    #[arg(long, default_value_t = 0.003)]
+    #[arg(long, default_value_t = LearnConfig::default().sigma)]
     sigma: f64,
     /// Length of each step (along the normalised gradient estimate).
-    #[arg(long, default_value_t = 0.002)]
+    #[arg(long, default_value_t = LearnConfig::default().step)]
     step: f64,
     /// Start from these weights (a weights file) instead of FGD's.
     #[arg(long)]
     init: Option<PathBuf>,
     /// Validation sequences (seeds from 2000): the trained weights are kept only when they
     /// beat the starting ones there; 0 skips the check.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = LearnConfig::default().validation)]
     validation: usize,
     /// Seed of the perturbations.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = LearnConfig::default().seed)]
     seed: u64,
     /// Where to write the weights (JSON).
     #[arg(short, long, default_value = "results/trace/dqngpu.json")]
@@ -448,12 +448,7 @@ fn read_weights(path: &Path) -> anyhow::Result<Weights> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let weights: Weights =
         serde_json::from_str(&text).with_context(|| format!("{}: not a weights file", path.display()))?;
-    if weights.w.len() != FEATURES {
-        anyhow::bail!("{}: field `w` has {} weights, expected {FEATURES}", path.display(), weights.w.len());
-    }
-    if let Some(k) = weights.w.iter().position(|w| !w.is_finite()) {
-        anyhow::bail!("{}: field `w`, value {} is not a finite number", path.display(), k + 1);
-    }
+    Weights::check(&weights.w).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(weights)
 }
 

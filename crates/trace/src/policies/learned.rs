@@ -1,9 +1,10 @@
 //! `dqngpu`: a learned scorer over candidate (node, GPU) pairs. One weight vector is shared by
-//! every candidate; a candidate's features are the pod's request, the node's resources left
-//! after placing it, and fragmentation terms against the typical pods. The highest score
-//! wins, ties by the node's seeded rank. Weights come from [`crate::learn`] (evolution
-//! strategies on pod sequences drawn with training seeds); the shipped ones are in
-//! `crates/trace/models/dqngpu.json`.
+//! every candidate; FGD's integer score is the anchor (weight 1) and the learned weights act
+//! on the node's CPU-per-GPU balance after placing against the workload's, CPU-only pods'
+//! terms, and a sharing pod's fit on its GPU. The highest score wins, ties by the node's seeded
+//! rank. Weights come from [`crate::learn`] (evolution strategies on pod sequences drawn with
+//! training seeds); the shipped ones are in `crates/trace/models/` (the default pod list's,
+//! and a few lists' own).
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,17 @@ impl Weights {
         Weights { w, provenance: "FGD-equivalent start".into() }
     }
 
+    /// Whether `w` fits the scorer: one finite weight per feature; else what is wrong.
+    pub fn check(w: &[f64]) -> Result<(), String> {
+        if w.len() != FEATURES {
+            return Err(format!("field `w` has {} weights, expected {FEATURES}", w.len()));
+        }
+        match w.iter().position(|x| !x.is_finite()) {
+            Some(k) => Err(format!("field `w`, value {} is not a finite number", k + 1)),
+            None => Ok(()),
+        }
+    }
+
     /// The shipped weights, trained on the default pod list.
     pub fn shipped() -> Self {
         serde_json::from_str(include_str!("../../models/dqngpu.json")).unwrap_or_else(|_| Self::fgd_like())
@@ -77,22 +89,6 @@ pub const SHIPPED_FOR_LISTS: [(&str, &str); 5] = [
     ("multigpu40", include_str!("../../models/lists/multigpu40.json")),
 ];
 
-/// The workload's CPU per GPU (cores per whole GPU): CPU over GPU milli of the typical pods,
-/// CPU-only pods included, weighted by frequency. What a node should keep per idle GPU so
-/// that the pods still to come can use both.
-pub fn demand_ratio(frag: &crate::frag::FragModel) -> f64 {
-    let (mut cpu, mut gpu) = (0.0, 0.0);
-    for t in frag.typical() {
-        cpu += t.freq * t.cpu as f64;
-        gpu += t.freq * f64::from(t.milli) * f64::from(t.num_gpu);
-    }
-    if gpu > 0.0 {
-        cpu / gpu
-    } else {
-        1.0
-    }
-}
-
 /// The learned scorer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Learned {
@@ -110,7 +106,8 @@ impl Learned {
         let (spec, st) = (&cx.cluster.specs[n], &cx.cluster.state[n]);
         let before = st.frag;
         let cpu_after = st.cpu_left - pod.cpu_nonzero;
-        let idle_after = st.gpu_left_total() - pod.total_milli();
+        let idle = st.gpu_left_total();
+        let idle_after = idle - pod.total_milli();
         // A node with no GPU left strands nothing: it counts as balanced.
         let (ratio, full) = if idle_after > 0 {
             ((cpu_after.max(0) as f64 / idle_after as f64 / demand).min(BALANCE_CAP), 0.0)
@@ -118,13 +115,13 @@ impl Learned {
             (1.0, 1.0)
         };
         let balance = ratio / BALANCE_CAP;
-        let imbalance = (ratio - 1.0).powi(2) / (BALANCE_CAP - 1.0).powi(2);
-        // A CPU-only pod takes from the CPU side of the balance only: its own two features,
-        // so that it can learn to go where CPU is in excess (or no GPU is left to strand).
-        let cpu_pod = pod.num_gpu == 0;
-        let (cpu_pod_idle, cpu_pod_balance) =
-            if cpu_pod { (st.gpu_left_total() as f64 / MAX_SPEC_GPU, balance) } else { (0.0, 0.0) };
-        let (imbalance, balance, full) = if cpu_pod { (0.0, 0.0, 0.0) } else { (imbalance, balance, full) };
+        // A CPU-only pod takes from the CPU side of the balance only, so it has its own two
+        // features: it can learn to go where CPU is in excess or no GPU is left to strand.
+        let [imbalance, balance, full, cpu_pod_idle, cpu_pod_balance] = if pod.num_gpu == 0 {
+            [0.0, 0.0, 0.0, idle as f64 / MAX_SPEC_GPU, balance]
+        } else {
+            [(ratio - 1.0).powi(2) / (BALANCE_CAP - 1.0).powi(2), balance, full, 0.0, 0.0]
+        };
         let mut left = st.gpu_left.clone();
         let feat = |left: &[i32], pick: Option<usize>, frag: &mut crate::frag::FragModel| {
             let after = frag.node_frag(spec.model, cpu_after, left);
@@ -161,7 +158,7 @@ impl NodePolicy for Learned {
     }
 
     fn choose(&self, cx: &mut Ctx<'_>, pod: &Pod, feasible: &[usize]) -> (usize, GpuPick) {
-        let demand = demand_ratio(cx.frag);
+        let demand = cx.frag.cpu_per_gpu();
         let mut scored = Vec::with_capacity(feasible.len());
         for &n in feasible {
             scored.push(self.node_best(cx, n, pod, demand));

@@ -79,8 +79,14 @@ pub fn paper_label(name: &str) -> &'static str {
     }
 }
 
-/// Resolves a policy by name (`dqngpu` with the shipped weights).
+/// Resolves a policy by name (`dqngpu` with the default pod list's shipped weights).
 pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
+    for_list(name, "default")
+}
+
+/// Resolves a policy by name for the pod list `list` (its short name, `cpu250`): `dqngpu`
+/// takes the weights trained on that list where they ship, else the default list's.
+pub fn for_list(name: &str, list: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
     Ok(match name {
         "random" => Box::new(Random),
         "dotprod" => Box::new(DotProd),
@@ -88,18 +94,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
         "gpupacking" => Box::new(GpuPacking),
         "bestfit" => Box::new(BestFit),
         "fgd" => Box::new(Fgd),
-        "dqngpu" => Box::new(Learned { weights: learned::Weights::shipped() }),
+        "dqngpu" => Box::new(Learned { weights: learned::Weights::shipped_for(list) }),
         _ => return Err(TraceError::unknown("policy", name, &ALL_POLICY_NAMES)),
     })
-}
-
-/// Resolves a policy by name for the pod list `list` (its short name, `cpu250`): as
-/// [`by_name`], but `dqngpu` takes the weights trained on that list where they ship.
-pub fn for_list(name: &str, list: &str) -> Result<Box<dyn NodePolicy>, TraceError> {
-    match name {
-        "dqngpu" => Ok(Box::new(Learned { weights: learned::Weights::shipped_for(list) })),
-        _ => by_name(name),
-    }
 }
 
 /// The feasible node with the highest score, the lowest rank among equals (`selectHost`).
