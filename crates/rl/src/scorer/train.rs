@@ -30,7 +30,7 @@ use candle_core::{Device, Tensor, Var, D};
 use dqngpu_interference::Interference;
 use dqngpu_model::{AppLibrary, ClusterSpec, ClusterView, JobSet, Placement, Policy};
 use dqngpu_policy::Greedy;
-use dqngpu_sim::{SimConfig, Simulator};
+use dqngpu_sim::{SimConfig, SimResult, Simulator};
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -173,7 +173,7 @@ struct Step {
 const NEAR_TIE: f64 = 0.01;
 
 /// The other metric of a finished simulation (the look-ahead's tie-breaker).
-fn secondary(objective: Objective, r: &dqngpu_sim::SimResult) -> f64 {
+fn secondary(objective: Objective, r: &SimResult) -> f64 {
     match objective {
         Objective::Jct => r.makespan_s,
         Objective::Makespan => r.mean_jct_s,
@@ -181,7 +181,7 @@ fn secondary(objective: Objective, r: &dqngpu_sim::SimResult) -> f64 {
 }
 
 /// Objective of a finished simulation.
-fn cost(objective: Objective, r: &dqngpu_sim::SimResult) -> f64 {
+fn cost(objective: Objective, r: &SimResult) -> f64 {
     match objective {
         Objective::Jct => r.mean_jct_s,
         Objective::Makespan => r.makespan_s,
@@ -272,15 +272,10 @@ fn imitation_episode(
     Ok(steps)
 }
 
-/// The objective of taking `now` at `sim`'s moment (then, unless `hold`, letting `base` place
-/// more at the same moment) and following `base` to the end, on a copy of `sim`.
-fn rollout_cost(
-    sim: &Simulator,
-    now: &[Placement],
-    hold: bool,
-    base: &dyn Policy,
-    objective: Objective,
-) -> Result<(f64, f64), RlError> {
+/// The finished simulation after taking `now` at `sim`'s moment (then, unless `hold`,
+/// letting `base` place more at the same moment) and following `base` to the end, on a copy
+/// of `sim`. The look-ahead's rollout (and `examples/search_oracle.rs`'s).
+pub fn play_out(sim: &Simulator, now: &[Placement], hold: bool, base: &dyn Policy) -> Result<SimResult, RlError> {
     let mut s = sim.clone();
     s.apply(now)?;
     if !hold {
@@ -297,12 +292,23 @@ fn rollout_cost(
         }
         s.step();
     }
-    let r = s.finish();
+    Ok(s.finish())
+}
+
+/// The objective (and the other metric) of [`play_out`].
+fn rollout_cost(
+    sim: &Simulator,
+    now: &[Placement],
+    hold: bool,
+    base: &dyn Policy,
+    objective: Objective,
+) -> Result<(f64, f64), RlError> {
+    let r = play_out(sim, now, hold, base)?;
     Ok((cost(objective, &r), secondary(objective, &r)))
 }
 
 /// `placements` plus job `id` on GPU `gpu`.
-fn with_pair(mut placements: Vec<Placement>, gpu: usize, id: dqngpu_model::JobId) -> Vec<Placement> {
+pub fn with_pair(mut placements: Vec<Placement>, gpu: usize, id: dqngpu_model::JobId) -> Vec<Placement> {
     match placements.iter_mut().find(|p| p.gpu == gpu) {
         Some(p) => p.jobs.push(id),
         None => placements.push(Placement { gpu, jobs: vec![id] }),

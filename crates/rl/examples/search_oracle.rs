@@ -1,0 +1,130 @@
+//! A search oracle for issue 10's two lines at once: can any placement reach mean JCT <= 1.01x
+//! the best rule's *and* makespan <= 1.02x the best rule's on a (library, class)?
+//!
+//! ```text
+//! MODEL=m.safetensors cargo run --release -p dqngpu-rl --example search_oracle -- \
+//!     [LIBRARY] [CLASS] [WEIGHTS] [TOP_K]
+//! ```
+//! Defaults: `thesis`, `gpu_light`, weights `0,0.15,0.5`, top 8; one Titan Xp (`GPUS` sets
+//! another cluster), 30 jobs at t = 0, seeds 1000..=1009 (the experiment's main cell). At every choice the oracle plays
+//! each of the scorer's best `TOP_K` rows (and hold) out to the end on a copy of the
+//! simulator, the scorer `MODEL` deciding the rest, and takes the row with the lowest
+//! mean JCT + w x makespan; one search per weight w. It is one step of policy improvement over
+//! the scorer, far too slow to schedule with (seconds per decision); it only shows which
+//! (JCT, makespan) pairs a placement can reach, beside every rule's.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dqngpu_model::{ClusterSpec, JobSet, WorkloadClass};
+use dqngpu_policy::Greedy;
+use dqngpu_rl::scorer::{self, train, ScorerPolicy};
+use dqngpu_sim::{Arrivals, SimConfig, SimResult, Simulator};
+use rayon::prelude::*;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// One episode placed by the search with weight `w`.
+fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize) -> Result<SimResult, Error> {
+    let greedy = Greedy::default();
+    let mut scores = Vec::new();
+    while !sim.done() {
+        if sim.needs_decision() {
+            let snapshot = sim.clone();
+            let view = snapshot.view();
+            let mut failure: Option<Error> = None;
+            let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
+                base.mlp().scores(rows, n, &mut scores);
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+                let mut tried: Vec<usize> = order.into_iter().take(top_k.max(1)).collect();
+                if round.hold_offered() && !tried.contains(&0) {
+                    tried.push(0);
+                }
+                let mut best = (f64::INFINITY, tried[0]);
+                for &r in &tried {
+                    let (now, hold) = match round.pair(r) {
+                        Some((i, g)) => (train::with_pair(round.placements(), g, view.queue[i].id), false),
+                        None => (round.placements(), true),
+                    };
+                    match train::play_out(&snapshot, &now, hold, base) {
+                        Ok(res) => {
+                            let c = res.mean_jct_s + w * res.makespan_s;
+                            if c < best.0 {
+                                best = (c, r);
+                            }
+                        }
+                        Err(e) => {
+                            failure.get_or_insert(e.into());
+                        }
+                    }
+                }
+                best.1
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            sim.apply(&placements)?;
+        }
+        sim.step();
+    }
+    Ok(sim.finish())
+}
+
+fn main() -> Result<(), Error> {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let library = Arc::new(dqngpu_model::library::resolve(a.first().map_or("thesis", String::as_str))?);
+    let class: WorkloadClass = a.get(1).map_or("gpu_light", String::as_str).parse()?;
+    let weights: Vec<f64> =
+        a.get(2).map_or("0,0.15,0.5", String::as_str).split(',').map(|s| s.parse()).collect::<Result<_, _>>()?;
+    let top_k: usize = a.get(3).map_or(Ok(8), |s| s.parse())?;
+    let model = std::env::var("MODEL").map_err(|_| "set MODEL to a scorer checkpoint (dqngpu train -o M)")?;
+    let base = ScorerPolicy::load(Path::new(&model))?;
+    let gpus = std::env::var("GPUS").unwrap_or_else(|_| "titanxp:1".into());
+    let cluster = ClusterSpec::parse_gpus(&gpus)?;
+    let interference: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention")?);
+    let sets: Vec<JobSet> = (1000..1010u64)
+        .map(|s| dqngpu_sim::draw(&library, class, 30, s, Arrivals::AllAtZero))
+        .collect::<Result<_, _>>()?;
+    let mean = |rs: &[SimResult]| {
+        let n = rs.len() as f64;
+        (rs.iter().map(|r| r.mean_jct_s).sum::<f64>() / n, rs.iter().map(|r| r.makespan_s).sum::<f64>() / n)
+    };
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for name in ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"] {
+        let p = dqngpu_policy::by_name(name, 1)?;
+        let rs: Vec<SimResult> = sets
+            .iter()
+            .map(|set| dqngpu_sim::run(p.as_ref(), &cluster, &library, set, interference.clone(), SimConfig::default()))
+            .collect::<Result<_, _>>()?;
+        let (j, m) = mean(&rs);
+        rows.push((name.into(), j, m));
+    }
+    let rules = rows.len();
+    let rs: Vec<SimResult> = sets
+        .iter()
+        .map(|set| dqngpu_sim::run(&base, &cluster, &library, set, interference.clone(), SimConfig::default()))
+        .collect::<Result<_, _>>()?;
+    let (j, m) = mean(&rs);
+    rows.push(("dqngpu".into(), j, m));
+    for &w in &weights {
+        let rs: Vec<SimResult> = sets
+            .par_iter()
+            .map(|set| {
+                let sim = Simulator::new(&cluster, &library, set, interference.clone(), SimConfig::default())?;
+                search(sim, &base, w, top_k)
+            })
+            .collect::<Result<_, Error>>()?;
+        let (j, m) = mean(&rs);
+        rows.push((format!("search w={w}"), j, m));
+    }
+    let bj = rows[..rules].iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let bm = rows[..rules].iter().map(|r| r.2).fold(f64::INFINITY, f64::min);
+    println!("{} {} (seeds 1000..1009, {gpus}, 30 jobs at t = 0)", library.name, class.name());
+    println!("{:14} {:>9} {:>9} {:>9} {:>9}", "policy", "jct", "makespan", "jct/best", "mk/best");
+    for (n, j, m) in &rows {
+        println!("{n:14} {j:9.1} {m:9.1} {:9.3} {:9.3}", j / bj, m / bm);
+    }
+    Ok(())
+}
