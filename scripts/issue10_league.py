@@ -1,33 +1,43 @@
 #!/usr/bin/env python3
-"""Issue 10's league, side by side for several `dqngpu experiment` outputs.
+"""Issue 10's league for dqngpu, side by side for several `dqngpu experiment` outputs.
 
     python3 scripts/issue10_league.py DIR [DIR ...]
 
-Reads each DIR/summary.csv and prints, per (cell, class), dqngpu's mean JCT and makespan
-divided by the best heuristic's there (sjf, fifo, tetris, bestfit, sjf-bestfit, lucid,
-greedy); `*` marks a pair outside issue 10's lines (JCT <= 1.01x and makespan <= 1.02x),
-`+` one with JCT at least 5% lower. The last line: [within, 5% better] per DIR. Used to
-measure the recipe's spread over training seeds (docs/RL.md).
+Reads each DIR/league.csv (written by the experiment: ratios to the best heuristic and the
+lines, computed once in crates/experiment/src/league.rs) and prints, per (cell, class),
+dqngpu's mean JCT and makespan ratios; `*` marks a pair outside issue 10's lines, `+` one
+with JCT at least 5% lower. The last line: within / 5% better per DIR. Used to measure the
+recipe's spread over training seeds (docs/RL.md).
 """
-import csv, sys
-H = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"]
-def load(d):
-    rows = {}
-    for r in csv.DictReader(open(d + "/summary.csv")):
-        rows.setdefault((r["cell"], r["workload"]), {})[r["scheduler"]] = (float(r["mean_jct_s_mean"]), float(r["makespan_s_mean"]))
-    return rows
-dirs = sys.argv[1:]
-tabs = [load(d) for d in dirs]
-keys = list(tabs[0].keys())
-tot = [[0, 0] for _ in dirs]
-for k in keys:
-    line = f"{k[0]:20} {k[1]:10}"
-    for i, t in enumerate(tabs):
-        rows = t[k]
-        bj = min(rows[h][0] for h in H); bm = min(rows[h][1] for h in H)
-        j, m = rows["dqngpu"][0] / bj, rows["dqngpu"][1] / bm
-        ok = j <= 1.01 and m <= 1.02
-        tot[i][0] += ok; tot[i][1] += j <= 0.95
-        line += f" | {j:5.3f} {m:5.3f}{' ' if ok else '*'}{'+' if j<=0.95 else ' '}"
-    print(line)
-print("totals", tot)
+import csv
+import sys
+
+
+def dqngpu_rows(out_dir):
+    """{(cell, class): row} of dqngpu in out_dir/league.csv."""
+    with open(f"{out_dir}/league.csv", newline="") as f:
+        return {(r["cell"], r["class"]): r for r in csv.DictReader(f) if r["scheduler"] == "dqngpu"}
+
+
+def main():
+    dirs = sys.argv[1:]
+    if not dirs:
+        sys.exit("usage: issue10_league.py DIR [DIR ...]")
+    tables = [dqngpu_rows(d) for d in dirs]
+    totals = [[0, 0] for _ in dirs]
+    for key in tables[0]:
+        line = f"{key[0]:20} {key[1]:10}"
+        for i, table in enumerate(tables):
+            r = table[key]
+            within, better = r["within"] == "true", r["better_by_5pct"] == "true"
+            totals[i][0] += within
+            totals[i][1] += better
+            line += f" | {float(r['jct_ratio']):5.3f} {float(r['makespan_ratio']):5.3f}"
+            line += (" " if within else "*") + ("+" if better else " ")
+        print(line)
+    print("within / 5% better: " + "   ".join(f"{w}/{len(tables[i])} {b}/{len(tables[i])}"
+                                                for i, (w, b) in enumerate(totals)))
+
+
+if __name__ == "__main__":
+    main()

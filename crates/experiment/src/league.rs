@@ -5,7 +5,7 @@
 use crate::results::SummaryRow;
 
 /// The heuristics a learned policy is measured against (issue 10's list).
-pub const HEURISTICS: [&str; 7] = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
+pub use dqngpu_policy::RIVALS as HEURISTICS;
 
 /// One policy in one (cell, class).
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +22,38 @@ pub struct Entry {
     pub makespan_ratio: f64,
     /// Mean over seeds of the jobs' p95 execution slowdown.
     pub p95_slowdown: f64,
+}
+
+impl Entry {
+    /// Within issue 10's lines: JCT <= 1.01x and makespan <= 1.02x the best heuristic's.
+    pub fn within(&self) -> bool {
+        self.jct_ratio <= 1.01 && self.makespan_ratio <= 1.02
+    }
+
+    /// JCT at least 5% below the best heuristic's.
+    pub fn better_by_5pct(&self) -> bool {
+        self.jct_ratio <= 0.95
+    }
+}
+
+/// `league.csv`: one row per entry, with its ratios and whether it meets issue 10's lines
+/// (so runs can be compared pair by pair without redoing the league).
+pub fn league_csv(entries: &[Entry]) -> String {
+    let mut s = String::from("cell,class,scheduler,jct_ratio,makespan_ratio,p95_slowdown,within,better_by_5pct\n");
+    for e in entries {
+        s.push_str(&format!(
+            "{},{},{},{:.4},{:.4},{:.4},{},{}\n",
+            e.cell,
+            e.class,
+            e.scheduler,
+            e.jct_ratio,
+            e.makespan_ratio,
+            e.p95_slowdown,
+            e.within(),
+            e.better_by_5pct()
+        ));
+    }
+    s
 }
 
 /// Every (cell, class, scheduler) of `rows` with its ratios; (cell, class) pairs without a
@@ -94,8 +126,8 @@ pub fn standings(entries: &[Entry], order: &[String]) -> Vec<Standing> {
                 jct_ratio: mean(&|e| e.jct_ratio),
                 makespan_ratio: mean(&|e| e.makespan_ratio),
                 p95_slowdown: mean(&|e| e.p95_slowdown),
-                within: mine.iter().filter(|e| e.jct_ratio <= 1.01 && e.makespan_ratio <= 1.02).count(),
-                better_by_5pct: mine.iter().filter(|e| e.jct_ratio <= 0.95).count(),
+                within: mine.iter().filter(|e| e.within()).count(),
+                better_by_5pct: mine.iter().filter(|e| e.better_by_5pct()).count(),
             })
         })
         .collect()
@@ -138,5 +170,9 @@ mod tests {
         // Cell a: within both lines and 10% better; cell b: makespan 2.5% over.
         assert_eq!((s[0].within, s[0].better_by_5pct, s[0].pairs), (1, 1, 2));
         assert_eq!(s[1].scheduler, "sjf");
+        let csv = league_csv(&e);
+        assert!(csv.contains("a,random,dqngpu,0.9000,1.0100,1.2000,true,true\n"), "{csv}");
+        assert!(csv.contains("b,random,dqngpu,1.0050,1.0250,1.2000,false,false\n"), "{csv}");
+        assert_eq!(csv.lines().count(), 1 + e.len());
     }
 }

@@ -15,7 +15,7 @@ use crate::reported;
 use crate::results::{row, summary_csv, ExperimentResults};
 
 /// Names of the files written directly in the out dir.
-pub const FILES: [&str; 5] = ["config.toml", "summary.csv", "results.json", "report.md", "report.html"];
+pub const FILES: [&str; 6] = ["config.toml", "summary.csv", "league.csv", "results.json", "report.md", "report.html"];
 
 fn colour_index(res: &ExperimentResults, scheduler: &str) -> usize {
     res.config.schedulers.names.iter().position(|n| n == scheduler).unwrap_or(0)
@@ -236,7 +236,7 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
     write_chart(&curves, dir, &Figure::TrainingCurves.stem(), "Training curves")
 }
 
-/// Writes config.toml, summary.csv, plots/, results.json, report.md and report.html into
+/// Writes config.toml, summary.csv, league.csv, plots/, results.json, report.md and report.html into
 /// `out`; returns the paths written.
 pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, ExperimentError> {
     let io = |path: &Path| {
@@ -255,6 +255,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     put("config.toml", res.config.to_toml().as_bytes())?;
     let rows = res.all_rows();
     put("summary.csv", summary_csv(&rows, res.config.workloads.jobs).as_bytes())?;
+    put("league.csv", crate::league::league_csv(&crate::league::entries(&rows)).as_bytes())?;
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)
         .map_err(|source| ExperimentError::Json { what: "serialising results.json".into(), source })?;

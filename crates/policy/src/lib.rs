@@ -41,6 +41,10 @@ pub use tetris::Tetris;
 /// Names of the heuristic policies, as the CLI spells them.
 pub const NAMES: &[&str] = &["fifo", "sjf", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy", "random"];
 
+/// The heuristics a learned policy is measured against (issue 10's list: every rule but
+/// `random`); the best of them in each setting is the bar.
+pub const RIVALS: [&str; 7] = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
+
 /// The heuristic called `name`; `seed` drives `random`. Unknown names list the valid ones.
 pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Policy>, ModelError> {
     Ok(match name.trim().to_ascii_lowercase().as_str() {

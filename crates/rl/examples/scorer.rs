@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let draw = |class: WorkloadClass, seed: u64| -> Result<JobSet, Box<dyn std::error::Error>> {
         Ok(dqngpu_sim::draw(&library, class, jobs, seed, arrivals)?)
     };
-    let rules = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
+    let rules = dqngpu_policy::RIVALS;
     println!("{:10} {:12} {:>9} {:>9} {:>7}", "class", "scheduler", "jct", "makespan", "slow10");
     for class in classes {
         let sets: Vec<JobSet> = (1000..1010u64).map(|s| draw(class, s)).collect::<Result<_, _>>()?;

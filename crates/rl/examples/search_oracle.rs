@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use dqngpu_model::{ClusterSpec, JobSet, WorkloadClass};
+use dqngpu_model::{ClusterSpec, JobSet, Policy, WorkloadClass};
 use dqngpu_policy::Greedy;
 use dqngpu_rl::scorer::{self, train, ScorerPolicy};
 use dqngpu_sim::{Arrivals, SimConfig, SimResult, Simulator};
@@ -35,25 +35,13 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize) -> Resu
             let mut failure: Option<Error> = None;
             let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
-                let mut order: Vec<usize> = (0..n).collect();
-                order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-                let mut tried: Vec<usize> = order.into_iter().take(top_k.max(1)).collect();
-                if round.hold_offered() && !tried.contains(&0) {
-                    tried.push(0);
-                }
-                let mut best = (f64::INFINITY, tried[0]);
-                for &r in &tried {
-                    let (now, hold) = match round.pair(r) {
-                        Some((i, g)) => (train::with_pair(round.placements(), g, view.queue[i].id), false),
-                        None => (round.placements(), true),
-                    };
-                    match train::play_out(&snapshot, &now, hold, base) {
-                        Ok(res) => {
-                            let c = res.mean_jct_s + w * res.makespan_s;
-                            if c < best.0 {
-                                best = (c, r);
-                            }
+                let mut best = (f64::INFINITY, 0);
+                for r in train::lookahead_rows(round, &scores, top_k) {
+                    match train::play_out(&snapshot, round, r, base) {
+                        Ok(res) if res.mean_jct_s + w * res.makespan_s < best.0 => {
+                            best = (res.mean_jct_s + w * res.makespan_s, r);
                         }
+                        Ok(_) => {}
                         Err(e) => {
                             failure.get_or_insert(e.into());
                         }
@@ -91,22 +79,21 @@ fn main() -> Result<(), Error> {
         let n = rs.len() as f64;
         (rs.iter().map(|r| r.mean_jct_s).sum::<f64>() / n, rs.iter().map(|r| r.makespan_s).sum::<f64>() / n)
     };
-    let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    for name in ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"] {
-        let p = dqngpu_policy::by_name(name, 1)?;
+    // Mean JCT and makespan of `policy` over the sets.
+    let evaluate = |policy: &dyn Policy| -> Result<(f64, f64), Error> {
         let rs: Vec<SimResult> = sets
             .iter()
-            .map(|set| dqngpu_sim::run(p.as_ref(), &cluster, &library, set, interference.clone(), SimConfig::default()))
+            .map(|set| dqngpu_sim::run(policy, &cluster, &library, set, interference.clone(), SimConfig::default()))
             .collect::<Result<_, _>>()?;
-        let (j, m) = mean(&rs);
+        Ok(mean(&rs))
+    };
+    let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    for name in dqngpu_policy::RIVALS {
+        let (j, m) = evaluate(dqngpu_policy::by_name(name, 1)?.as_ref())?;
         rows.push((name.into(), j, m));
     }
     let rules = rows.len();
-    let rs: Vec<SimResult> = sets
-        .iter()
-        .map(|set| dqngpu_sim::run(&base, &cluster, &library, set, interference.clone(), SimConfig::default()))
-        .collect::<Result<_, _>>()?;
-    let (j, m) = mean(&rs);
+    let (j, m) = evaluate(&base)?;
     rows.push(("dqngpu".into(), j, m));
     for &w in &weights {
         let rs: Vec<SimResult> = sets

@@ -328,6 +328,19 @@ impl<'v> Round<'v> {
         fit::placements(self.chosen.clone())
     }
 
+    /// The round's placements with row `row` of the last [`Round::rows`] taken too, and
+    /// whether that row is hold (then the placements are the round's as they are).
+    pub fn placements_with(&self, row: usize) -> (Vec<Placement>, bool) {
+        let mut placements = self.placements();
+        let Some((i, gpu)) = self.pair(row) else { return (placements, true) };
+        let id = self.view.queue[i].id;
+        match placements.iter_mut().find(|p| p.gpu == gpu) {
+            Some(p) => p.jobs.push(id),
+            None => placements.push(Placement { gpu, jobs: vec![id] }),
+        }
+        (placements, false)
+    }
+
     fn gain(&mut self, i: usize, g: usize) -> (f64, f64) {
         let profile = &self.view.queue[i].profile;
         let key = (std::sync::Arc::as_ptr(profile), g);

@@ -38,7 +38,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::costliest_first;
-use super::features::FEATURES;
+use super::features::{Round, FEATURES};
 use super::{best_row, decide_best, decide_within, Mlp, ScorerPolicy};
 use crate::error::RlError;
 use crate::net::{Head, Opt, PolicyNet};
@@ -272,12 +272,25 @@ fn imitation_episode(
     Ok(steps)
 }
 
-/// The finished simulation after taking `now` at `sim`'s moment (then, unless `hold`,
-/// letting `base` place more at the same moment) and following `base` to the end, on a copy
-/// of `sim`. The look-ahead's rollout (and `examples/search_oracle.rs`'s).
-pub fn play_out(sim: &Simulator, now: &[Placement], hold: bool, base: &dyn Policy) -> Result<SimResult, RlError> {
+/// The rows the look-ahead plays out at one choice: the `top_k` (at least one) that `scores`
+/// rank highest (the first on ties), plus hold when `round` offers it.
+pub fn lookahead_rows(round: &Round<'_>, scores: &[f32], top_k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    let mut rows: Vec<usize> = order.into_iter().take(top_k.max(1)).collect();
+    if round.hold_offered() && !rows.contains(&0) {
+        rows.push(0);
+    }
+    rows
+}
+
+/// The finished simulation after taking row `row` of `round` at `sim`'s moment (then, unless
+/// it is hold, letting `base` place more at the same moment) and following `base` to the end,
+/// on a copy of `sim`: the look-ahead's rollout (and `examples/search_oracle.rs`'s).
+pub fn play_out(sim: &Simulator, round: &Round<'_>, row: usize, base: &dyn Policy) -> Result<SimResult, RlError> {
+    let (now, hold) = round.placements_with(row);
     let mut s = sim.clone();
-    s.apply(now)?;
+    s.apply(&now)?;
     if !hold {
         let more = base.decide(&s.view());
         if more.iter().any(|p| !p.jobs.is_empty()) {
@@ -293,27 +306,6 @@ pub fn play_out(sim: &Simulator, now: &[Placement], hold: bool, base: &dyn Polic
         s.step();
     }
     Ok(s.finish())
-}
-
-/// The objective (and the other metric) of [`play_out`].
-fn rollout_cost(
-    sim: &Simulator,
-    now: &[Placement],
-    hold: bool,
-    base: &dyn Policy,
-    objective: Objective,
-) -> Result<(f64, f64), RlError> {
-    let r = play_out(sim, now, hold, base)?;
-    Ok((cost(objective, &r), secondary(objective, &r)))
-}
-
-/// `placements` plus job `id` on GPU `gpu`.
-pub fn with_pair(mut placements: Vec<Placement>, gpu: usize, id: dqngpu_model::JobId) -> Vec<Placement> {
-    match placements.iter_mut().find(|p| p.gpu == gpu) {
-        Some(p) => p.jobs.push(id),
-        None => placements.push(Placement { gpu, jobs: vec![id] }),
-    }
-    placements
 }
 
 /// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the
@@ -344,23 +336,14 @@ fn lookahead_episode(
             let mut scores = Vec::new();
             let placements = decide_within(&view, greedy, budget_of(task, ep), &mut |round, rows, n| {
                 prior.scores(rows, n, &mut scores);
-                let mut order: Vec<usize> = (0..n).collect();
-                order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-                let mut tried: Vec<usize> = order.into_iter().take(top_k.max(1)).collect();
-                if round.hold_offered() && !tried.contains(&0) {
-                    tried.push(0);
-                }
+                let tried = lookahead_rows(round, &scores, top_k);
                 let mut costs = Vec::with_capacity(tried.len());
                 let mut second = Vec::with_capacity(tried.len());
                 for &r in &tried {
-                    let (now, hold) = match round.pair(r) {
-                        Some((i, g)) => (with_pair(round.placements(), g, view.queue[i].id), false),
-                        None => (round.placements(), true),
-                    };
-                    match rollout_cost(&snapshot, &now, hold, base, objective) {
-                        Ok((c, c2)) => {
-                            costs.push(c);
-                            second.push(c2);
+                    match play_out(&snapshot, round, r, base) {
+                        Ok(res) => {
+                            costs.push(cost(objective, &res));
+                            second.push(secondary(objective, &res));
                         }
                         Err(e) => {
                             failure.get_or_insert(e);
