@@ -112,4 +112,13 @@ fn timed_replay_and_comparison_report_waits() {
     let o = replay(&n, &p, &["--timed", "--load", "-1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`-1`"));
+    // A reservation: p1 has waited 90 s when p0 leaves, so one is made at 100 s.
+    let o = replay(&n, &p, &["--timed", "--load", "trace", "--reserve-after", "30", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["reservations"].as_u64(), v["max_wait_s"].as_f64()), (Some(1), Some(90.0)));
+    assert!(summary.starts_with("policy,") && summary.lines().next().unwrap().ends_with(",reservations"));
+    let o = replay(&n, &p, &["--timed", "--reserve-after", "soon"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`soon`"));
 }

@@ -18,6 +18,14 @@
 //!   arrival order. Exactly: a waiting pod failed everywhere when last tried and placements
 //!   only take room, so only the nodes a departure freed can have become feasible; those are
 //!   the nodes it is offered (with every policy's own choice among them).
+//! - **Reservation** (`reserve_after_s`, off by default): without it a pod that only an empty
+//!   node can hold (8 GPUs and 120 cores) may wait for ever, because smaller pods keep taking
+//!   whatever a departure frees (backfilling). With it, once the oldest waiting pod has waited
+//!   that long (checked at every event), the node closest to holding it (the least shortfall in
+//!   CPU, memory and free GPUs, each as a share of the node; then the lowest rank) is reserved:
+//!   no other pod is placed there until the pod starts (there or on a node freed elsewhere),
+//!   then the node is offered again to the waiting pods. One reservation at a time, as EASY
+//!   backfilling (Slurm) holds one for the queue's head; the run times stay unknown to it.
 //! - **Cluster**: `node_share` of the nodes of each GPU model, drawn by the seed. All the
 //!   default list's pods at once ask for 98% of the whole openb cluster, so a peak at or above
 //!   its capacity needs a smaller one: the default is a tenth.
@@ -89,6 +97,10 @@ pub struct TimedConfig {
     /// Retry waiting pods on every node after a departure, not only on the freed ones. The
     /// results are the same (module notes); a test checks that with this switch. Slower.
     pub retry_all_nodes: bool,
+    /// Reserve a node for the oldest waiting pod once it has waited this long, seconds (module
+    /// notes, **Reservation**); `None`: never, kube-scheduler's queue.
+    #[serde(default)]
+    pub reserve_after_s: Option<f64>,
 }
 
 impl Default for TimedConfig {
@@ -99,6 +111,7 @@ impl Default for TimedConfig {
             points: DEFAULT_POINTS,
             node_share: DEFAULT_NODE_SHARE,
             retry_all_nodes: false,
+            reserve_after_s: None,
         }
     }
 }
@@ -163,6 +176,9 @@ pub struct TimedResult {
     pub mean_cpu_allocation_pct: f64,
     /// Most pods waiting at once.
     pub peak_queue: usize,
+    /// Nodes reserved for a pod that had waited `reserve_after_s` (0 without reservation).
+    #[serde(default)]
+    pub reservations: usize,
     /// When the last pod left, seconds.
     pub end_s: f64,
     /// Allocation and queue over the arrival span.
@@ -422,6 +438,18 @@ pub fn replay_timed(
     let mut waits: Vec<f64> = Vec::with_capacity(all.len());
     let (mut next, mut peak_queue, mut end) = (0usize, 0usize, 0u64);
     let mut freed: Vec<usize> = Vec::new();
+    let reserve_after_us = match cfg.reserve_after_s {
+        None => None,
+        Some(s) if s.is_finite() && s >= 0.0 => Some((s * 1e6).round() as u64),
+        Some(s) => {
+            return Err(TraceError::Unusable(format!(
+                "the reservation delay must be a non-negative number of seconds, got {s}"
+            )))
+        }
+    };
+    // The one reservation: (waiting pod, node kept for it).
+    let mut reserved: Option<(usize, usize)> = None;
+    let mut reservations = 0usize;
     loop {
         let t_dep = running.peek().map(|Reverse((t, _))| *t);
         let t_arr = order.get(next).map(|&i| arrive_us(i));
@@ -432,6 +460,14 @@ pub fn replay_timed(
             (None, Some(a)) => a,
         };
         clock.advance(t, &pl, queue.len(), capacity);
+        // Nothing is placed between events, so reserving at the first event after the head
+        // has waited long enough is the same as reserving at that moment.
+        if let (Some(after), None, Some(&head)) = (reserve_after_us, reserved, queue.front()) {
+            if t.saturating_sub(arrive_us(head)) >= after {
+                reserved = closest_node(&pl.cluster, &all[head]).map(|n| (head, n));
+                reservations += usize::from(reserved.is_some());
+            }
+        }
         if t_dep == Some(t) {
             freed.clear();
             while let Some(Reverse((dt, i))) = running.peek().copied() {
@@ -448,14 +484,24 @@ pub fn replay_timed(
             freed.sort_unstable();
             freed.dedup();
             let mut still = VecDeque::with_capacity(queue.len());
+            // The reserved node, once its pod has started: the pods after it (all of them: it
+            // is the queue's head) were kept off it, so it is offered to them as if freed.
+            let mut reopened: Option<usize> = None;
             while let Some(i) = queue.pop_front() {
+                let kept_off = reserved.filter(|&(pod, _)| pod != i).map(|(_, node)| node);
                 let got = if cfg.retry_all_nodes {
-                    pl.place(&all[i], 0..n_nodes)?
+                    pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != kept_off))?
                 } else {
-                    pl.place(&all[i], freed.iter().copied())?
+                    pl.place(&all[i], freed.iter().copied().chain(reopened).filter(|&k| Some(k) != kept_off))?
                 };
                 match got {
                     Some(p) => {
+                        if let Some((pod, node)) = reserved {
+                            if pod == i {
+                                reserved = None;
+                                reopened = (!freed.contains(&node)).then_some(node);
+                            }
+                        }
                         waits.push((t - arrive_us(i)) as f64 / 1e6);
                         running.push(Reverse((t.saturating_add(run[i].saturating_mul(1_000_000)), i)));
                         placed_at[i] = Some(p);
@@ -470,7 +516,8 @@ pub fn replay_timed(
             if never[i] {
                 continue;
             }
-            match pl.place(&all[i], 0..n_nodes)? {
+            let kept_off = reserved.map(|(_, node)| node);
+            match pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != kept_off))? {
                 Some(p) => {
                     waits.push(0.0);
                     running.push(Reverse((t.saturating_add(run[i].saturating_mul(1_000_000)), i)));
@@ -523,10 +570,28 @@ pub fn replay_timed(
         mean_allocation_pct,
         mean_cpu_allocation_pct,
         peak_queue,
+        reservations,
         end_s: end as f64 / 1e6,
         curve: clock.curve,
         wall_s: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The node closest to holding `pod` among those that could hold it empty: the least
+/// shortfall (CPU, memory or free GPUs it lacks now, each as a share of the node's; the
+/// largest of the three), then the lowest rank. `None` when no node ever could.
+fn closest_node(cluster: &Cluster, pod: &Pod) -> Option<usize> {
+    let shortfall = |i: usize| {
+        let (spec, st) = (&cluster.specs[i], &cluster.state[i]);
+        let cpu = (pod.cpu - st.cpu_left).max(0) as f64 / spec.cpu.max(1) as f64;
+        let mem = (pod.mem - st.mem_left).max(0) as f64 / spec.mem.max(1) as f64;
+        let free = st.gpu_left.iter().filter(|&&g| g >= pod.milli).count();
+        let gpu = (pod.num_gpu as usize).saturating_sub(free) as f64 / spec.gpus.max(1) as f64;
+        cpu.max(mem).max(gpu)
+    };
+    (0..cluster.specs.len())
+        .filter(|&i| cluster.could_ever_fit(i, pod))
+        .min_by(|&a, &b| shortfall(a).total_cmp(&shortfall(b)).then(cluster.rank[a].cmp(&cluster.rank[b])))
 }
 
 /// One policy's timed results, averaged over seeds.
@@ -550,6 +615,8 @@ pub struct TimedSummary {
     pub mean_cpu_allocation_pct: f64,
     /// Most pods waiting at once.
     pub peak_queue: f64,
+    /// Reservations made (0 without `reserve_after_s`).
+    pub reservations: f64,
 }
 
 /// Per-policy means over seeds, in the order the policies first appear.
@@ -576,6 +643,7 @@ pub fn summarize(results: &[TimedResult]) -> Vec<TimedSummary> {
                 mean_allocation_pct: mean(&|r| r.mean_allocation_pct),
                 mean_cpu_allocation_pct: mean(&|r| r.mean_cpu_allocation_pct),
                 peak_queue: mean(&|r| r.peak_queue as f64),
+                reservations: mean(&|r| r.reservations as f64),
             }
         })
         .collect()
@@ -598,13 +666,13 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
     let mut out = vec![put("results.json", &json)?];
 
     let mut s = String::from(
-        "policy,seeds,mean_wait_s,p95_wait_s,max_wait_s,waited_pct,mean_allocation_pct,mean_cpu_allocation_pct,peak_queue\n",
+        "policy,seeds,mean_wait_s,p95_wait_s,max_wait_s,waited_pct,mean_allocation_pct,mean_cpu_allocation_pct,peak_queue,reservations\n",
     );
     let summary = summarize(results);
     for m in &summary {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1}",
+            "{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1}",
             m.policy,
             m.seeds,
             m.mean_wait_s,
@@ -613,7 +681,8 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
             m.waited_pct,
             m.mean_allocation_pct,
             m.mean_cpu_allocation_pct,
-            m.peak_queue
+            m.peak_queue,
+            m.reservations
         );
     }
     out.push(put("summary.csv", &s)?);

@@ -44,6 +44,20 @@ enum Command {
 #[derive(Debug, Clone, Copy)]
 struct Load(Option<f64>);
 
+/// `--reserve-after`: seconds, or `off`.
+#[derive(Debug, Clone, Copy)]
+struct ReserveAfter(Option<f64>);
+
+fn parse_reserve_after(s: &str) -> Result<ReserveAfter, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(ReserveAfter(None));
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(ReserveAfter(Some(v))),
+        _ => Err(format!("`{s}` is neither `off` nor a number of seconds >= 0")),
+    }
+}
+
 fn parse_load(s: &str) -> Result<Load, String> {
     if s.eq_ignore_ascii_case("trace") {
         return Ok(Load(None));
@@ -74,6 +88,11 @@ struct TimedArgs {
     /// about a tenth of the whole cluster at most.
     #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
     node_share: f64,
+    /// Reserve a node for the oldest waiting pod once it has waited this many seconds, so
+    /// that pods only an empty node holds cannot starve (docs/TRACE.md); `off`: kube-scheduler's
+    /// queue.
+    #[arg(long, default_value = "off", value_parser = parse_reserve_after)]
+    reserve_after: ReserveAfter,
     /// First seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -164,6 +183,10 @@ struct ReplayArgs {
     /// With --timed: share of the nodes of each GPU model kept (drawn by the seed).
     #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
     node_share: f64,
+    /// With --timed: reserve a node for the oldest waiting pod once it has waited this many
+    /// seconds; `off`: kube-scheduler's queue.
+    #[arg(long, default_value = "off", value_parser = parse_reserve_after)]
+    reserve_after: ReserveAfter,
 }
 
 /// `trace experiment` options.
@@ -221,7 +244,13 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
     if a.timed {
-        let cfg = TimedConfig { load: a.load.0, seed: a.seed, node_share: a.node_share, ..TimedConfig::default() };
+        let cfg = TimedConfig {
+            load: a.load.0,
+            seed: a.seed,
+            node_share: a.node_share,
+            reserve_after_s: a.reserve_after.0,
+            ..TimedConfig::default()
+        };
         let r = replay_timed(&nodes, &pods, policy.as_ref(), &cfg)?;
         warn_never_fit(&r.never_fit);
         if let Some(dir) = &a.out {
@@ -301,12 +330,21 @@ fn print_timed(list: &str, results: &[TimedResult]) {
         r0.arrival_span_s
     );
     println!(
-        "{:<14} {:>5} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>7}",
-        "policy", "seeds", "wait_mean_s", "wait_p95_s", "wait_max_s", "waited%", "gpu_alloc%", "cpu_%", "peak_q"
+        "{:<14} {:>5} {:>11} {:>11} {:>11} {:>8} {:>10} {:>8} {:>7} {:>9}",
+        "policy",
+        "seeds",
+        "wait_mean_s",
+        "wait_p95_s",
+        "wait_max_s",
+        "waited%",
+        "gpu_alloc%",
+        "cpu_%",
+        "peak_q",
+        "reserved"
     );
     for m in summarize(results) {
         println!(
-            "{:<14} {:>5} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>10.2} {:>8.2} {:>7.0}",
+            "{:<14} {:>5} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>10.2} {:>8.2} {:>7.0} {:>9.1}",
             paper_label(&m.policy),
             m.seeds,
             m.mean_wait_s,
@@ -315,7 +353,8 @@ fn print_timed(list: &str, results: &[TimedResult]) {
             m.waited_pct,
             m.mean_allocation_pct,
             m.mean_cpu_allocation_pct,
-            m.peak_queue
+            m.peak_queue,
+            m.reservations
         );
     }
 }
@@ -345,7 +384,13 @@ fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
         use rayon::prelude::*;
         runs.par_iter()
             .map(|&(p, seed)| {
-                let cfg = TimedConfig { load: a.load.0, seed, node_share: a.node_share, ..TimedConfig::default() };
+                let cfg = TimedConfig {
+                    load: a.load.0,
+                    seed,
+                    node_share: a.node_share,
+                    reserve_after_s: a.reserve_after.0,
+                    ..TimedConfig::default()
+                };
                 let r = replay_timed(&nodes, &pods, policies[p].as_ref(), &cfg);
                 bar.inc(1);
                 r

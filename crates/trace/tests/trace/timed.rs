@@ -30,12 +30,14 @@ fn retrying_only_freed_nodes_is_exact() {
     let nodes = read_nodes(&dir.join("openb_node_list_gpu_node.csv")).unwrap();
     // The first 2,000 pods: retrying every node is quadratic in the queue.
     let list = read_pods(&dir.join("openb_pod_list_default.csv")).unwrap()[..2000].to_vec();
-    for name in ["fgd", "random"] {
+    // Also with reservations: the reserved node is kept off, then offered again.
+    for (name, reserve_after_s) in [("fgd", None), ("random", None), ("fgd", Some(600.0)), ("bestfit", Some(0.0))] {
         let p = by_name(name).unwrap();
-        let cfg = TimedConfig { seed: 5, load: Some(1.5), node_share: 0.02, ..TimedConfig::default() };
+        let cfg = TimedConfig { seed: 5, load: Some(1.5), node_share: 0.02, reserve_after_s, ..TimedConfig::default() };
         let mut fast = replay_timed(&nodes, &list, p.as_ref(), &cfg).unwrap();
         let mut slow = replay_timed(&nodes, &list, p.as_ref(), &TimedConfig { retry_all_nodes: true, ..cfg }).unwrap();
         assert!(fast.pods_waited > 100, "{name}: the test needs a queue");
+        assert_eq!(fast.reservations > 0, reserve_after_s.is_some(), "{name}");
         fast.wall_s = 0.0;
         slow.wall_s = 0.0;
         assert_eq!(fast, slow, "{name}");
@@ -59,6 +61,41 @@ fn a_pod_waits_for_the_gpu_a_running_one_frees() {
         assert!((r.mean_allocation_pct - 100.0).abs() < 1e-9, "{}", r.mean_allocation_pct);
         assert!(r.curve.iter().all(|p| p.allocation_pct == 100.0), "{:?}", r.curve);
     }
+}
+
+/// A pod asking both GPUs of the one node, among one-GPU pods arriving every 50 s that each run
+/// 100 s: one GPU is always busy, so without a reservation it waits until the stream ends.
+#[test]
+fn a_reservation_keeps_a_whole_node_pod_from_starving() {
+    let nodes = parse_nodes(
+        "sn,cpu_milli,memory_mib,gpu,model
+a,64000,262144,2,T4
+",
+        "n.csv",
+    )
+    .unwrap();
+    let mut rows: Vec<String> =
+        (0..20).map(|k| format!("s{k},1000,1024,1,1000,,LS,Running,{0},{1},{0}", 50 * k, 50 * k + 100)).collect();
+    rows.push("big,2000,1024,2,1000,,LS,Running,5,105,5".into());
+    let list = pods(&rows.iter().map(String::as_str).collect::<Vec<_>>());
+    for name in ALL_POLICY_NAMES {
+        let p = by_name(name).unwrap();
+        let plain = replay_timed(&nodes, &list, p.as_ref(), &at_trace_pace(1)).unwrap();
+        // s19 leaves at 1,050 s: only then are both GPUs free.
+        assert_eq!(plain.max_wait_s, 1045.0, "{name}");
+        assert_eq!(plain.reservations, 0);
+        let cfg = TimedConfig { reserve_after_s: Some(60.0), ..at_trace_pace(1) };
+        let kept = replay_timed(&nodes, &list, p.as_ref(), &cfg).unwrap();
+        // Reserved at 100 s (waited 95 s); s2, arriving then, is kept off; s1 leaves at 150.
+        assert!(kept.reservations >= 1, "{name}");
+        assert_eq!((kept.pods_placed, kept.pods_unplaced), (21, 0), "{name}");
+        assert!(kept.max_wait_s < 200.0, "{name}: {}", kept.max_wait_s);
+        // The tail is what shrinks; the one-GPU pods now wait behind it, so the mean may grow.
+        assert!(kept.pods_waited > plain.pods_waited, "{name}");
+    }
+    let bad = TimedConfig { reserve_after_s: Some(-1.0), ..at_trace_pace(1) };
+    let e = replay_timed(&nodes, &list, by_name("fgd").unwrap().as_ref(), &bad).unwrap_err().to_string();
+    assert!(e.contains("reservation delay") && e.contains("-1"), "{e}");
 }
 
 #[test]
@@ -164,6 +201,7 @@ proptest! {
         raw in proptest::collection::vec((0u32..3, 1u32..1001, 0u64..500, 1u64..300, 0u32..3), 1..40),
         policy in 0usize..ALL_POLICY_NAMES.len(),
         load in proptest::option::of(0.1f64..5.0),
+        reserve_after_s in proptest::option::of(0.0f64..200.0),
     ) {
         let nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\na,16000,65536,2,T4\nb,8000,32768,1,V100\n", "n.csv").unwrap();
         let rows: Vec<String> = raw.iter().enumerate().map(|(k, &(g, milli, c, d, spec))| {
@@ -173,7 +211,7 @@ proptest! {
             format!("p{k},2000,4096,{num},{milli},{spec},LS,Running,{c},{},{c}", c + d)
         }).collect();
         let list = pods(&rows.iter().map(String::as_str).collect::<Vec<_>>());
-        let cfg = TimedConfig { load, ..at_trace_pace(7) };
+        let cfg = TimedConfig { load, reserve_after_s, ..at_trace_pace(7) };
         let name = ALL_POLICY_NAMES[policy];
         match replay_timed(&nodes, &list, by_name(name).unwrap().as_ref(), &cfg) {
             Ok(r) => {
