@@ -11,9 +11,12 @@ seeds 1000..1009 per class:
   - training matters: M vs M0 on the thesis library, one Titan Xp (30 jobs at t = 0) and
     4 x 2 Titan Xp (120 Poisson jobs at 0.1/s);
   - unseen apps: M and M1001 on `generated:1001` (one Titan Xp, 30 jobs at t = 0).
-Prints each table and the ratios issue 10 states.
+Prints each table and the ratios issue 10 states. `TRAIN_FLAGS="--iterations 300
+--jobsets-per-iter 4"` (an environment variable) adds flags to the two trained models' `train`
+calls (not to the untrained one), to measure a change to the recipe the same way.
 """
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -25,6 +28,8 @@ EX = "target/release/examples/scorer"
 
 def train(name, *flags):
     path = os.path.join(OUT, name + ".safetensors")
+    if "--iterations" not in flags:
+        flags = (*flags, *shlex.split(os.environ.get("TRAIN_FLAGS", "")))
     t = time.time()
     subprocess.run([BIN, "train", "--quiet", *flags, "-o", path], check=True)
     print(f"trained {name} ({' '.join(flags) or 'defaults'}) in {time.time() - t:.1f} s", flush=True)
