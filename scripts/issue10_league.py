@@ -6,8 +6,11 @@
 Reads each DIR/league.csv (written by the experiment: ratios to the best heuristic and the
 lines, computed once in crates/experiment/src/league.rs) and prints, per (cell, class),
 dqngpu's mean JCT and makespan ratios; `*` marks a pair outside issue 10's lines, `+` one
-with JCT at least 5% lower. The last line: within / 5% better per DIR. Used to measure the
-recipe's spread over training seeds (docs/RL.md).
+with JCT at least 5% lower, `!` one where a heuristic beats it on both metrics by more than
+1% (named at the end of the line), `~` after the class a pair where no heuristic is within
+both lines either (files from before 2026-11-27 lack these two columns; they are then left
+out). The last line: within / 5% better per DIR. Used to measure the recipe's spread over
+training seeds (docs/RL.md).
 """
 import csv
 import sys
@@ -26,15 +29,20 @@ def main():
     tables = [dqngpu_rows(d) for d in dirs]
     totals = [[0, 0] for _ in dirs]
     for key in tables[0]:
-        line = f"{key[0]:20} {key[1]:10}"
+        conflicting = tables[0][key].get("a_rule_within") == "false"
+        line = f"{key[0]:20} {key[1]:10}{'~' if conflicting else ' '}"
+        beaten = []
         for i, table in enumerate(tables):
             r = table[key]
+            if r.get("beaten_on_both_by"):
+                beaten.append(f"{i + 1}:{r['beaten_on_both_by']}")
             within, better = r["within"] == "true", r["better_by_5pct"] == "true"
             totals[i][0] += within
             totals[i][1] += better
             line += f" | {float(r['jct_ratio']):5.3f} {float(r['makespan_ratio']):5.3f}"
             line += (" " if within else "*") + ("+" if better else " ")
-        print(line)
+            line += "!" if r.get("beaten_on_both_by") else " "
+        print(line + (f"  beaten by {' '.join(beaten)}" if beaten else ""))
     print("within / 5% better: " + "   ".join(f"{w}/{len(tables[i])} {b}/{len(tables[i])}"
                                                 for i, (w, b) in enumerate(totals)))
 

@@ -22,7 +22,16 @@ pub struct Entry {
     pub makespan_ratio: f64,
     /// Mean over seeds of the jobs' p95 execution slowdown.
     pub p95_slowdown: f64,
+    /// Heuristics (other than itself) whose mean JCT and makespan are both more than 1% below
+    /// this policy's here: the rules that beat it outright.
+    pub beaten_by: Vec<String>,
+    /// Whether some heuristic is itself within issue 10's lines here. Where none is, the best
+    /// JCT and the best makespan come from rules that trade one for the other.
+    pub a_rule_within: bool,
 }
+
+/// How much lower both metrics must be for a rule to beat a policy outright.
+const OUTRIGHT: f64 = 0.99;
 
 impl Entry {
     /// Within issue 10's lines: JCT <= 1.01x and makespan <= 1.02x the best heuristic's.
@@ -39,10 +48,12 @@ impl Entry {
 /// `league.csv`: one row per entry, with its ratios and whether it meets issue 10's lines
 /// (so runs can be compared pair by pair without redoing the league).
 pub fn league_csv(entries: &[Entry]) -> String {
-    let mut s = String::from("cell,class,scheduler,jct_ratio,makespan_ratio,p95_slowdown,within,better_by_5pct\n");
+    let mut s = String::from(
+        "cell,class,scheduler,jct_ratio,makespan_ratio,p95_slowdown,within,better_by_5pct,beaten_on_both_by,a_rule_within\n",
+    );
     for e in entries {
         s.push_str(&format!(
-            "{},{},{},{:.4},{:.4},{:.4},{},{}\n",
+            "{},{},{},{:.4},{:.4},{:.4},{},{},{},{}\n",
             e.cell,
             e.class,
             e.scheduler,
@@ -50,7 +61,9 @@ pub fn league_csv(entries: &[Entry]) -> String {
             e.makespan_ratio,
             e.p95_slowdown,
             e.within(),
-            e.better_by_5pct()
+            e.better_by_5pct(),
+            e.beaten_by.join(";"),
+            e.a_rule_within
         ));
     }
     s
@@ -69,13 +82,25 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
     }
     for (cell, class) in keys {
         let here: Vec<&SummaryRow> = rows.iter().filter(|r| r.cell == cell && r.workload == class).collect();
-        let heur = here.iter().filter(|r| HEURISTICS.contains(&r.scheduler.as_str()));
-        let best_jct = heur.clone().map(|r| r.mean_jct_s_mean).fold(f64::INFINITY, f64::min);
-        let best_mk = heur.map(|r| r.makespan_s_mean).fold(f64::INFINITY, f64::min);
+        let heur: Vec<&SummaryRow> =
+            here.iter().copied().filter(|r| HEURISTICS.contains(&r.scheduler.as_str())).collect();
+        let best_jct = heur.iter().map(|r| r.mean_jct_s_mean).fold(f64::INFINITY, f64::min);
+        let best_mk = heur.iter().map(|r| r.makespan_s_mean).fold(f64::INFINITY, f64::min);
         if !(best_jct.is_finite() && best_jct > 0.0 && best_mk.is_finite() && best_mk > 0.0) {
             continue;
         }
+        let a_rule_within =
+            heur.iter().any(|h| h.mean_jct_s_mean <= 1.01 * best_jct && h.makespan_s_mean <= 1.02 * best_mk);
         for r in here {
+            let beaten_by = heur
+                .iter()
+                .filter(|h| {
+                    h.scheduler != r.scheduler
+                        && h.mean_jct_s_mean < OUTRIGHT * r.mean_jct_s_mean
+                        && h.makespan_s_mean < OUTRIGHT * r.makespan_s_mean
+                })
+                .map(|h| h.scheduler.clone())
+                .collect();
             out.push(Entry {
                 cell: cell.clone(),
                 class: class.clone(),
@@ -83,6 +108,8 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
                 jct_ratio: r.mean_jct_s_mean / best_jct,
                 makespan_ratio: r.makespan_s_mean / best_mk,
                 p95_slowdown: r.p95_exec_slowdown_mean,
+                beaten_by,
+                a_rule_within,
             });
         }
     }
@@ -107,6 +134,8 @@ pub struct Standing {
     pub within: usize,
     /// Pairs with JCT at least 5% below the best heuristic's.
     pub better_by_5pct: usize,
+    /// Pairs where some heuristic beats it outright (both metrics more than 1% lower).
+    pub beaten_on_both: usize,
 }
 
 /// One standing per scheduler, in `order`.
@@ -128,6 +157,7 @@ pub fn standings(entries: &[Entry], order: &[String]) -> Vec<Standing> {
                 p95_slowdown: mean(&|e| e.p95_slowdown),
                 within: mine.iter().filter(|e| e.within()).count(),
                 better_by_5pct: mine.iter().filter(|e| e.better_by_5pct()).count(),
+                beaten_on_both: mine.iter().filter(|e| !e.beaten_by.is_empty()).count(),
             })
         })
         .collect()
@@ -171,8 +201,35 @@ mod tests {
         assert_eq!((s[0].within, s[0].better_by_5pct, s[0].pairs), (1, 1, 2));
         assert_eq!(s[1].scheduler, "sjf");
         let csv = league_csv(&e);
-        assert!(csv.contains("a,random,dqngpu,0.9000,1.0100,1.2000,true,true\n"), "{csv}");
-        assert!(csv.contains("b,random,dqngpu,1.0050,1.0250,1.2000,false,false\n"), "{csv}");
+        // In cell a neither rule is within both lines (sjf's makespan, bestfit's JCT).
+        assert!(csv.contains("a,random,dqngpu,0.9000,1.0100,1.2000,true,true,,false\n"), "{csv}");
+        assert!(csv.contains("b,random,dqngpu,1.0050,1.0250,1.2000,false,false,,true\n"), "{csv}");
+        // sjf (100, 400) is beaten outright by dqngpu only, which is not a heuristic.
+        assert!(csv.contains("a,random,sjf,1.0000,1.3333,1.2000,false,false,,false\n"), "{csv}");
         assert_eq!(csv.lines().count(), 1 + e.len());
+    }
+
+    #[test]
+    fn a_rule_better_on_both_metrics_is_named_and_conflicting_lines_are_flagged() {
+        let rows = vec![
+            // JCT's best rule and makespan's best rule differ, and neither is within both lines.
+            row("a", "random", "sjf", 100.0, 500.0),
+            row("a", "random", "bestfit", 150.0, 300.0),
+            row("a", "random", "greedy", 120.0, 320.0),
+            // Beaten outright by greedy (both > 1% lower), not by sjf or bestfit.
+            row("a", "random", "dqngpu", 125.0, 330.0),
+            // Within 1% on one metric: not beaten outright.
+            row("b", "random", "sjf", 100.0, 100.0),
+            row("b", "random", "dqngpu", 100.5, 110.0),
+        ];
+        let e = entries(&rows);
+        let find = |cell: &str, s: &str| e.iter().find(|x| x.cell == cell && x.scheduler == s).unwrap().clone();
+        assert_eq!(find("a", "dqngpu").beaten_by, vec!["greedy".to_string()]);
+        assert!(find("a", "greedy").beaten_by.is_empty());
+        assert!(!find("a", "dqngpu").a_rule_within);
+        assert!(find("b", "dqngpu").beaten_by.is_empty() && find("b", "dqngpu").a_rule_within);
+        let s = standings(&e, &["dqngpu".to_string()]);
+        assert_eq!((s[0].beaten_on_both, s[0].pairs), (1, 2));
+        assert!(league_csv(&e).contains("a,random,dqngpu,1.2500,1.1000,1.2000,false,false,greedy,false\n"));
     }
 }

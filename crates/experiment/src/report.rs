@@ -372,6 +372,21 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
         res.eval_seeds.len(),
         league::HEURISTICS.join(", ")
     )));
+    let mut pairs: Vec<(&str, &str, bool)> = Vec::new();
+    for e in &entries {
+        if !pairs.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
+            pairs.push((&e.cell, &e.class, e.a_rule_within));
+        }
+    }
+    let conflicting: Vec<String> = pairs.iter().filter(|p| !p.2).map(|p| format!("{} {}", p.0, p.1)).collect();
+    b.push(Block::Para(format!(
+        "`beaten outright`: pairs where some heuristic has both a mean JCT and a makespan more than 1% below the \
+         policy's. In {} of the {} pairs no heuristic is itself within both lines (the best JCT and the best \
+         makespan come from rules that trade one for the other){}.",
+        conflicting.len(),
+        pairs.len(),
+        if conflicting.is_empty() { String::new() } else { format!(": {}", conflicting.join(", ")) }
+    )));
     let standings = league::standings(&entries, &res.schedulers);
     b.push(Block::Table {
         headers: strings(&[
@@ -382,6 +397,7 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
             "p95 slowdown",
             "within",
             ">=5% better",
+            "beaten outright",
         ]),
         rows: standings
             .iter()
@@ -394,6 +410,7 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
                     fmt::ratio(s.p95_slowdown),
                     format!("{}/{}", s.within, s.pairs),
                     format!("{}/{}", s.better_by_5pct, s.pairs),
+                    format!("{}/{}", s.beaten_on_both, s.pairs),
                 ]
             })
             .collect(),
