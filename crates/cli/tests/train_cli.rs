@@ -160,6 +160,26 @@ fn the_default_scorer_trains_saves_and_places_on_unseen_apps() {
     assert_eq!(r["jobs"].as_array().unwrap().len(), 12);
 }
 
+/// `--improvement-rounds`: one more look-ahead round and policy gradient after the first,
+/// reported among the stages; refused for the thesis's agent, which has no look-ahead.
+#[test]
+fn improvement_rounds_run_for_the_scorer_and_are_refused_for_the_thesis_agent() {
+    let d = test_dir("improve");
+    let o = scorer(&d, &["--improvement-rounds", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("improvement 1"), "{err}");
+    assert!(d.join("m.safetensors").is_file());
+    let o = Command::new(BIN)
+        .args(["train", "--algorithm", "thesis", "--iterations", "1", "--improvement-rounds", "1", "-o"])
+        .arg(d.join("t.safetensors"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--improvement-rounds"), "{err}");
+    assert!(!d.join("t.safetensors").exists());
+}
+
 #[test]
 fn an_unknown_algorithm_is_refused_with_the_valid_ones() {
     let d = test_dir("algo");

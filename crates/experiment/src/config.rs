@@ -200,6 +200,9 @@ pub struct TrainingConfig {
     pub scorer_iterations: u64,
     /// What the scorer minimises: `jct` (ties on it go to the lower makespan) or `makespan`.
     pub scorer_objective: dqngpu_rl::reinforce::Objective,
+    /// The scorer's improvement rounds after policy gradient (look-ahead over the trained
+    /// scorer, then policy gradient again; docs/RL.md). 0: none.
+    pub scorer_improvement_rounds: u64,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -328,6 +331,7 @@ impl Default for TrainingConfig {
             scorer_settings: dqngpu_rl::scorer::train::default_settings(),
             scorer_iterations: 60,
             scorer_objective: dqngpu_rl::reinforce::Objective::Jct,
+            scorer_improvement_rounds: 0,
         }
     }
 }

@@ -219,6 +219,25 @@ fn training_keeps_the_best_stage_and_is_reproducible() {
     assert!(c0.is_empty() && r0.expert.is_empty());
 }
 
+/// An improvement round (look-ahead over the trained scorer, then policy gradient again)
+/// starts from the same training as without it and keeps the best stage, so it never ends
+/// worse on validation; its look-ahead adds labels and its policy gradient adds iterations.
+#[test]
+fn an_improvement_round_never_ends_worse_on_validation() {
+    let task = small_task(5);
+    let plain = ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, ..ScorerRecipe::default() };
+    let more = ScorerRecipe { improvement_rounds: 1, ..plain.clone() };
+    let (_, r0, c0) = train::train(&task, &small_config(2), &plain, &mut |_| true).unwrap();
+    let (p1, r1, c1) = train::train(&task, &small_config(2), &more, &mut |_| true).unwrap();
+    assert!(r1.final_validation <= r0.final_validation + 1e-12, "{r1:?} vs {r0:?}");
+    assert_eq!(c1.len(), 2 * c0.len());
+    assert_eq!(r1.lookahead_validation.len(), r0.lookahead_validation.len() + 1);
+    assert!(r1.lookahead_steps > r0.lookahead_steps);
+    assert!(r1.stage_s.iter().any(|(name, _)| name == "improvement 1"), "{:?}", r1.stage_s);
+    let again = train::validation_score(&task, Objective::Jct, &more, &p1).unwrap();
+    assert!((again - r1.final_validation).abs() < 1e-9);
+}
+
 /// Issue 10: with a 10% budget the scorer is offered only groups the budget admits, and no
 /// job of any class ends slower than 1.10 (one and two GPUs, jobs at t = 0 and arriving).
 #[test]

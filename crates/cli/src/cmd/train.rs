@@ -64,6 +64,11 @@ pub struct Args {
     /// Job sets per iteration.
     #[arg(long, default_value_t = 2)]
     jobsets_per_iter: usize,
+    /// Scorer only: improvement rounds after policy gradient (look-ahead labels played out
+    /// with the trained scorer, then policy gradient again; docs/RL.md). Each roughly doubles
+    /// the look-ahead's time.
+    #[arg(long, default_value_t = 0)]
+    improvement_rounds: usize,
     /// Episodes per job set per iteration (the baseline's N).
     #[arg(long, default_value_t = 8)]
     episodes: usize,
@@ -141,6 +146,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.arrival_rate.is_some() {
         anyhow::bail!(
             "--arrival-rate trains the scorer only; `--algorithm thesis` trains on job sets with all jobs at t = 0"
+        );
+    }
+    if a.improvement_rounds > 0 {
+        anyhow::bail!(
+            "--improvement-rounds is a step of the scorer's training; `--algorithm thesis` has no look-ahead"
         );
     }
     let library_name = a.library.clone().unwrap_or_else(|| "thesis".into());
@@ -301,7 +311,8 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     };
     let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
     let started = std::time::Instant::now();
-    let (policy, report, curve) = st::train(&task, &cfg, &ScorerRecipe::default(), &mut |s| {
+    let recipe = ScorerRecipe { improvement_rounds: a.improvement_rounds, ..ScorerRecipe::default() };
+    let (policy, report, curve) = st::train(&task, &cfg, &recipe, &mut |s| {
         progress.update(s);
         a.time_limit_s.is_none_or(|l| started.elapsed().as_secs_f64() < l)
     })?;

@@ -108,6 +108,11 @@ pub struct ScorerRecipe {
     pub lookahead_rounds: usize,
     /// Rows played out per choice (the prior's best, plus hold).
     pub lookahead_top_k: usize,
+    /// Improvement rounds after policy gradient: look-ahead labels played out with the best
+    /// scorer so far (one step of policy improvement over the trained scorer), then policy
+    /// gradient again. 0 by default (docs/RL.md: measured, not shipped).
+    #[serde(default)]
+    pub improvement_rounds: usize,
 }
 
 impl Default for ScorerRecipe {
@@ -123,6 +128,7 @@ impl Default for ScorerRecipe {
             validate_every: 10,
             lookahead_rounds: 1,
             lookahead_top_k: 6,
+            improvement_rounds: 0,
         }
     }
 }
@@ -669,30 +675,14 @@ pub fn train(
         for round in 0..recipe.lookahead_rounds {
             // The scorer plays the futures out once it beats every rule on validation.
             let scorer_base = (best.0 < report.expert_validation && best.2 != "untrained").then(|| best.1.clone());
-            let prior = Mlp::from_net(&net)?;
-            let mut data: Vec<Step> = Vec::new();
-            for pass in 0..2 {
-                let learner = if pass == 0 { None } else { Some(Mlp::from_net(&net)?) };
-                let more = par_episodes(&task.train, |e, ep| {
-                    let base: &dyn Policy = match &scorer_base {
-                        Some(p) => p,
-                        None => rules[teacher_of[e]].as_ref(),
-                    };
-                    lookahead_episode(
-                        task,
-                        ep,
-                        objective,
-                        base,
-                        &prior,
-                        learner.as_ref(),
-                        &greedy,
-                        recipe.lookahead_top_k,
-                    )
-                })?;
-                data.extend(more.into_iter().flatten());
-                fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
-            }
-            report.lookahead_steps += data.len();
+            let base = |e: usize| -> &dyn Policy {
+                match &scorer_base {
+                    Some(p) => p,
+                    None => rules[teacher_of[e]].as_ref(),
+                }
+            };
+            let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
+            report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base)?;
             let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
             let v = validate(&p)?;
             report.lookahead_validation.push(v);
@@ -704,28 +694,110 @@ pub fn train(
     }
 
     // 3. Policy gradient.
-    let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     let mut curve = Vec::new();
-    for it in 0..cfg.iterations {
-        let stats = pg_iteration(task, cfg, recipe, &net, &mut opt, &greedy, it, started)?;
-        curve.push(stats);
-        let last = it + 1 == cfg.iterations;
-        let go_on = on_iter(&stats);
-        if (it + 1) % recipe.validate_every.max(1) == 0 || last || !go_on {
-            let candidate = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
-            let v = validate(&candidate)?;
-            if v < best.0 {
-                best = (v, candidate, format!("pg {}", it + 1));
-            }
-        }
+    let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
+    let mut go_on = pg_stage(task, cfg, &learning, started, "pg", &validate, &mut best, &mut curve, on_iter)?;
+    stage(&mut report, "policy gradient");
+    // 4. Improvement rounds (optional): search over the trained scorer, then policy gradient.
+    for round in 0..recipe.improvement_rounds {
         if !go_on {
             break;
         }
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1a2 ^ round as u64);
+        let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
+        let base = best.1.clone();
+        report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &|_| &base)?;
+        let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+        let v = validate(&p)?;
+        report.lookahead_validation.push(v);
+        let name = format!("improvement {}", round + 1);
+        if v < best.0 {
+            best = (v, p, format!("{name} lookahead"));
+        }
+        go_on =
+            pg_stage(task, cfg, &learning, started, &format!("{name} pg"), &validate, &mut best, &mut curve, on_iter)?;
+        stage(&mut report, &name);
     }
-    stage(&mut report, "policy gradient");
     report.final_validation = best.0;
     report.kept = best.2;
     Ok((best.1, report, curve))
+}
+
+/// What every learning stage shares: the network, the greedy predictor, the objective and the
+/// recipe.
+struct Learning<'a> {
+    net: &'a PolicyNet,
+    greedy: &'a Greedy,
+    objective: Objective,
+    recipe: &'a ScorerRecipe,
+}
+
+/// One round of expert iteration: look-ahead labels from the network's current scores as the
+/// prior, each choice's rows played out with `base(e)` on training set `e`; the labels drive
+/// (pass 1), then the network does (pass 2, DAgger), each pass followed by fitting on all the
+/// round's labels. Returns the labelled steps.
+fn expert_round<'p>(
+    task: &ScorerTask,
+    l: &Learning<'_>,
+    opt: &mut Opt,
+    rng: &mut ChaCha8Rng,
+    base: &(dyn (Fn(usize) -> &'p dyn Policy) + Sync),
+) -> Result<usize, RlError> {
+    let prior = Mlp::from_net(l.net)?;
+    let mut data: Vec<Step> = Vec::new();
+    for pass in 0..2 {
+        let learner = if pass == 0 { None } else { Some(Mlp::from_net(l.net)?) };
+        let more = par_episodes(&task.train, |e, ep| {
+            lookahead_episode(
+                task,
+                ep,
+                l.objective,
+                base(e),
+                &prior,
+                learner.as_ref(),
+                l.greedy,
+                l.recipe.lookahead_top_k,
+            )
+        })?;
+        data.extend(more.into_iter().flatten());
+        fit_epochs(l.net, opt, &data, l.recipe.imitation_epochs, rng)?;
+    }
+    Ok(data.len())
+}
+
+/// `cfg.iterations` policy-gradient iterations from a fresh optimiser, validating every
+/// `validate_every` (and the last) and keeping the best in `best` (named `label N`). Returns
+/// false when `on_iter` asked to stop.
+#[allow(clippy::too_many_arguments)]
+fn pg_stage(
+    task: &ScorerTask,
+    cfg: &TrainConfig,
+    l: &Learning<'_>,
+    started: Instant,
+    label: &str,
+    validate: &dyn Fn(&ScorerPolicy) -> Result<f64, RlError>,
+    best: &mut (f64, ScorerPolicy, String),
+    curve: &mut Vec<IterStats>,
+    on_iter: &mut dyn FnMut(&IterStats) -> bool,
+) -> Result<bool, RlError> {
+    let mut opt = Opt::new(cfg.optimizer, l.net.vars(), cfg.lr)?;
+    for it in 0..cfg.iterations {
+        let stats = pg_iteration(task, cfg, l.recipe, l.net, &mut opt, l.greedy, it, started)?;
+        curve.push(stats);
+        let last = it + 1 == cfg.iterations;
+        let go_on = on_iter(&stats);
+        if (it + 1) % l.recipe.validate_every.max(1) == 0 || last || !go_on {
+            let candidate = ScorerPolicy::new(l.net.snapshot()?)?.with_budget(task.config.max_slowdown);
+            let v = validate(&candidate)?;
+            if v < best.0 {
+                *best = (v, candidate, format!("{label} {}", it + 1));
+            }
+        }
+        if !go_on {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The recipe's rules, resolved.
