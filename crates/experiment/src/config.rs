@@ -331,7 +331,7 @@ impl Default for TrainingConfig {
             scorer_settings: dqngpu_rl::scorer::train::default_settings(),
             scorer_iterations: 60,
             scorer_objective: dqngpu_rl::reinforce::Objective::Jct,
-            scorer_improvement_rounds: 0,
+            scorer_improvement_rounds: 1,
         }
     }
 }

@@ -197,7 +197,8 @@ fn training_keeps_the_best_stage_and_is_reproducible() {
     let task = small_task(5);
     let recipe = ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, ..ScorerRecipe::default() };
     let (p1, report, curve) = train::train(&task, &small_config(2), &recipe, &mut |_| true).unwrap();
-    assert_eq!(curve.len(), 2);
+    // Two iterations of policy gradient, then the default improvement round's two more.
+    assert_eq!(curve.len(), 2 * (1 + recipe.improvement_rounds));
     assert!(!report.expert.is_empty() && report.imitation_steps > 0 && report.lookahead_steps > 0, "{report:?}");
     assert!(report.final_validation <= report.untrained_validation + 1e-12, "{report:?}");
     assert!(report.final_validation <= report.imitation_validation + 1e-12, "{report:?}");
@@ -225,7 +226,8 @@ fn training_keeps_the_best_stage_and_is_reproducible() {
 #[test]
 fn an_improvement_round_never_ends_worse_on_validation() {
     let task = small_task(5);
-    let plain = ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, ..ScorerRecipe::default() };
+    let plain =
+        ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, improvement_rounds: 0, ..ScorerRecipe::default() };
     let more = ScorerRecipe { improvement_rounds: 1, ..plain.clone() };
     let (_, r0, c0) = train::train(&task, &small_config(2), &plain, &mut |_| true).unwrap();
     let (p1, r1, c1) = train::train(&task, &small_config(2), &more, &mut |_| true).unwrap();

@@ -65,10 +65,10 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     jobsets_per_iter: usize,
     /// Scorer only: improvement rounds after policy gradient (look-ahead labels played out
-    /// with the trained scorer, then policy gradient again; docs/RL.md). Each roughly doubles
-    /// the look-ahead's time.
-    #[arg(long, default_value_t = 0)]
-    improvement_rounds: usize,
+    /// with the trained scorer, then policy gradient again; docs/RL.md). Default 1; each
+    /// adds about the look-ahead's time.
+    #[arg(long)]
+    improvement_rounds: Option<usize>,
     /// Episodes per job set per iteration (the baseline's N).
     #[arg(long, default_value_t = 8)]
     episodes: usize,
@@ -148,7 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "--arrival-rate trains the scorer only; `--algorithm thesis` trains on job sets with all jobs at t = 0"
         );
     }
-    if a.improvement_rounds > 0 {
+    if a.improvement_rounds.is_some() {
         anyhow::bail!(
             "--improvement-rounds is a step of the scorer's training; `--algorithm thesis` has no look-ahead"
         );
@@ -311,7 +311,9 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     };
     let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
     let started = std::time::Instant::now();
-    let recipe = ScorerRecipe { improvement_rounds: a.improvement_rounds, ..ScorerRecipe::default() };
+    let defaults = ScorerRecipe::default();
+    let recipe =
+        ScorerRecipe { improvement_rounds: a.improvement_rounds.unwrap_or(defaults.improvement_rounds), ..defaults };
     let (policy, report, curve) = st::train(&task, &cfg, &recipe, &mut |s| {
         progress.update(s);
         a.time_limit_s.is_none_or(|l| started.elapsed().as_secs_f64() < l)
