@@ -33,10 +33,15 @@ pub struct Entry {
 /// How much lower both metrics must be for a rule to beat a policy outright.
 const OUTRIGHT: f64 = 0.99;
 
+/// Issue 10's lines: mean JCT <= 1.01x and makespan <= 1.02x the best heuristic's.
+fn within_lines(jct_ratio: f64, makespan_ratio: f64) -> bool {
+    jct_ratio <= 1.01 && makespan_ratio <= 1.02
+}
+
 impl Entry {
     /// Within issue 10's lines: JCT <= 1.01x and makespan <= 1.02x the best heuristic's.
     pub fn within(&self) -> bool {
-        self.jct_ratio <= 1.01 && self.makespan_ratio <= 1.02
+        within_lines(self.jct_ratio, self.makespan_ratio)
     }
 
     /// JCT at least 5% below the best heuristic's.
@@ -90,7 +95,7 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
             continue;
         }
         let a_rule_within =
-            heur.iter().any(|h| h.mean_jct_s_mean <= 1.01 * best_jct && h.makespan_s_mean <= 1.02 * best_mk);
+            heur.iter().any(|h| within_lines(h.mean_jct_s_mean / best_jct, h.makespan_s_mean / best_mk));
         for r in here {
             let beaten_by = heur
                 .iter()
@@ -111,6 +116,18 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
                 beaten_by,
                 a_rule_within,
             });
+        }
+    }
+    out
+}
+
+/// The (cell, class) pairs of `entries`, in order, each with whether some heuristic is within
+/// issue 10's lines there.
+pub fn pairs(entries: &[Entry]) -> Vec<(&str, &str, bool)> {
+    let mut out: Vec<(&str, &str, bool)> = Vec::new();
+    for e in entries {
+        if !out.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
+            out.push((&e.cell, &e.class, e.a_rule_within));
         }
     }
     out
@@ -230,6 +247,7 @@ mod tests {
         assert!(find("b", "dqngpu").beaten_by.is_empty() && find("b", "dqngpu").a_rule_within);
         let s = standings(&e, &["dqngpu".to_string()]);
         assert_eq!((s[0].beaten_on_both, s[0].pairs), (1, 2));
+        assert_eq!(pairs(&e), vec![("a", "random", false), ("b", "random", true)]);
         assert!(league_csv(&e).contains("a,random,dqngpu,1.2500,1.1000,1.2000,false,false,greedy,false\n"));
     }
 }

@@ -372,12 +372,7 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
         res.eval_seeds.len(),
         league::HEURISTICS.join(", ")
     )));
-    let mut pairs: Vec<(&str, &str, bool)> = Vec::new();
-    for e in &entries {
-        if !pairs.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
-            pairs.push((&e.cell, &e.class, e.a_rule_within));
-        }
-    }
+    let pairs = league::pairs(&entries);
     let conflicting: Vec<String> = pairs.iter().filter(|p| !p.2).map(|p| format!("{} {}", p.0, p.1)).collect();
     b.push(Block::Para(format!(
         "`beaten outright`: pairs where some heuristic has both a mean JCT and a makespan more than 1% below the \

@@ -365,6 +365,15 @@ pub fn replay_timed(
             return Err(TraceError::Unusable(format!("the load must be a positive number, got {l}")));
         }
     }
+    let reserve_after_us = match cfg.reserve_after_s {
+        None => None,
+        Some(s) if s.is_finite() && s >= 0.0 => Some((s * 1e6).round() as u64),
+        Some(s) => {
+            return Err(TraceError::Unusable(format!(
+                "the reservation delay must be a non-negative number of seconds, got {s}"
+            )))
+        }
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let nodes = &sample_nodes(nodes, cfg.node_share, &mut rng)?;
     let (mut cluster, all) = build(nodes, pods)?;
@@ -438,18 +447,11 @@ pub fn replay_timed(
     let mut waits: Vec<f64> = Vec::with_capacity(all.len());
     let (mut next, mut peak_queue, mut end) = (0usize, 0usize, 0u64);
     let mut freed: Vec<usize> = Vec::new();
-    let reserve_after_us = match cfg.reserve_after_s {
-        None => None,
-        Some(s) if s.is_finite() && s >= 0.0 => Some((s * 1e6).round() as u64),
-        Some(s) => {
-            return Err(TraceError::Unusable(format!(
-                "the reservation delay must be a non-negative number of seconds, got {s}"
-            )))
-        }
-    };
     // The one reservation: (waiting pod, node kept for it).
     let mut reserved: Option<(usize, usize)> = None;
     let mut reservations = 0usize;
+    // The node pod `i` may not use: the one reserved for another pod.
+    let kept_off = |reserved: Option<(usize, usize)>, i: usize| reserved.filter(|&(pod, _)| pod != i).map(|r| r.1);
     loop {
         let t_dep = running.peek().map(|Reverse((t, _))| *t);
         let t_arr = order.get(next).map(|&i| arrive_us(i));
@@ -488,11 +490,11 @@ pub fn replay_timed(
             // is the queue's head) were kept off it, so it is offered to them as if freed.
             let mut reopened: Option<usize> = None;
             while let Some(i) = queue.pop_front() {
-                let kept_off = reserved.filter(|&(pod, _)| pod != i).map(|(_, node)| node);
+                let off = kept_off(reserved, i);
                 let got = if cfg.retry_all_nodes {
-                    pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != kept_off))?
+                    pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != off))?
                 } else {
-                    pl.place(&all[i], freed.iter().copied().chain(reopened).filter(|&k| Some(k) != kept_off))?
+                    pl.place(&all[i], freed.iter().copied().chain(reopened).filter(|&k| Some(k) != off))?
                 };
                 match got {
                     Some(p) => {
@@ -516,8 +518,8 @@ pub fn replay_timed(
             if never[i] {
                 continue;
             }
-            let kept_off = reserved.map(|(_, node)| node);
-            match pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != kept_off))? {
+            let off = kept_off(reserved, i);
+            match pl.place(&all[i], (0..n_nodes).filter(|&k| Some(k) != off))? {
                 Some(p) => {
                     waits.push(0.0);
                     running.push(Reverse((t.saturating_add(run[i].saturating_mul(1_000_000)), i)));

@@ -652,6 +652,7 @@ pub fn train(
         stage_start = Instant::now();
     };
     report.stage_s.push(("rules".into(), started.elapsed().as_secs_f64()));
+    let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     if !rules.is_empty() {
         // 2. Imitation, with DAgger rounds.
@@ -682,21 +683,15 @@ pub fn train(
                     None => rules[teacher_of[e]].as_ref(),
                 }
             };
-            let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
             report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base)?;
-            let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
-            let v = validate(&p)?;
+            let v = keep_if_better(task, &net, &validate, &mut best, format!("lookahead {}", round + 1))?;
             report.lookahead_validation.push(v);
-            if v < best.0 {
-                best = (v, p, format!("lookahead {}", round + 1));
-            }
         }
         stage(&mut report, "lookahead");
     }
 
     // 3. Policy gradient.
     let mut curve = Vec::new();
-    let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
     let mut go_on = pg_stage(task, cfg, &learning, started, "pg", &validate, &mut best, &mut curve, on_iter)?;
     stage(&mut report, "policy gradient");
     // 4. Improvement rounds (optional): search over the trained scorer, then policy gradient.
@@ -708,13 +703,9 @@ pub fn train(
         let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
         let base = best.1.clone();
         report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &|_| &base)?;
-        let p = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
-        let v = validate(&p)?;
-        report.lookahead_validation.push(v);
         let name = format!("improvement {}", round + 1);
-        if v < best.0 {
-            best = (v, p, format!("{name} lookahead"));
-        }
+        let v = keep_if_better(task, &net, &validate, &mut best, format!("{name} lookahead"))?;
+        report.lookahead_validation.push(v);
         go_on =
             pg_stage(task, cfg, &learning, started, &format!("{name} pg"), &validate, &mut best, &mut curve, on_iter)?;
         stage(&mut report, &name);
@@ -788,17 +779,30 @@ fn pg_stage(
         let last = it + 1 == cfg.iterations;
         let go_on = on_iter(&stats);
         if (it + 1) % l.recipe.validate_every.max(1) == 0 || last || !go_on {
-            let candidate = ScorerPolicy::new(l.net.snapshot()?)?.with_budget(task.config.max_slowdown);
-            let v = validate(&candidate)?;
-            if v < best.0 {
-                *best = (v, candidate, format!("{label} {}", it + 1));
-            }
+            keep_if_better(task, l.net, validate, best, format!("{label} {}", it + 1))?;
         }
         if !go_on {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Validates the network's current weights (told the task's budget) and keeps them in `best`,
+/// named `name`, when they score lower than it; returns their score.
+fn keep_if_better(
+    task: &ScorerTask,
+    net: &PolicyNet,
+    validate: &dyn Fn(&ScorerPolicy) -> Result<f64, RlError>,
+    best: &mut (f64, ScorerPolicy, String),
+    name: String,
+) -> Result<f64, RlError> {
+    let candidate = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+    let v = validate(&candidate)?;
+    if v < best.0 {
+        *best = (v, candidate, name);
+    }
+    Ok(v)
 }
 
 /// The recipe's rules, resolved.

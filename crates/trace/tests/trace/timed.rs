@@ -67,13 +67,7 @@ fn a_pod_waits_for_the_gpu_a_running_one_frees() {
 /// 100 s: one GPU is always busy, so without a reservation it waits until the stream ends.
 #[test]
 fn a_reservation_keeps_a_whole_node_pod_from_starving() {
-    let nodes = parse_nodes(
-        "sn,cpu_milli,memory_mib,gpu,model
-a,64000,262144,2,T4
-",
-        "n.csv",
-    )
-    .unwrap();
+    let nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,2,T4\n", "n.csv").unwrap();
     let mut rows: Vec<String> =
         (0..20).map(|k| format!("s{k},1000,1024,1,1000,,LS,Running,{0},{1},{0}", 50 * k, 50 * k + 100)).collect();
     rows.push("big,2000,1024,2,1000,,LS,Running,5,105,5".into());
