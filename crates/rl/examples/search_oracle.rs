@@ -6,7 +6,8 @@
 //!     [LIBRARY] [CLASS] [WEIGHTS] [TOP_K]
 //! ```
 //! Defaults: `thesis`, `gpu_light`, weights `0,0.15,0.5`, top 8; one Titan Xp (`GPUS` sets
-//! another cluster), 30 jobs at t = 0, seeds 1000..=1009 (the experiment's main cell). At every choice the oracle plays
+//! another cluster), 30 jobs at t = 0 (`JOBS` sets how many, `RATE` a Poisson arrival rate per
+//! s), seeds 1000..=1009 (the experiment's main cell). At every choice the oracle plays
 //! each of the scorer's best `TOP_K` rows (and hold) out to the end on a copy of the
 //! simulator, the scorer `MODEL` deciding the rest, and takes the row with the lowest
 //! mean JCT + w x makespan; one search per weight w. It is one step of policy improvement over
@@ -72,9 +73,13 @@ fn main() -> Result<(), Error> {
     let cluster = ClusterSpec::parse_gpus(&gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention")?);
-    let sets: Vec<JobSet> = (1000..1010u64)
-        .map(|s| dqngpu_sim::draw(&library, class, 30, s, Arrivals::AllAtZero))
-        .collect::<Result<_, _>>()?;
+    let jobs: usize = std::env::var("JOBS").map_or(Ok(30), |v| v.parse())?;
+    let arrivals = match std::env::var("RATE") {
+        Ok(v) => Arrivals::Poisson { rate_per_s: v.parse()? },
+        Err(_) => Arrivals::AllAtZero,
+    };
+    let sets: Vec<JobSet> =
+        (1000..1010u64).map(|s| dqngpu_sim::draw(&library, class, jobs, s, arrivals)).collect::<Result<_, _>>()?;
     let mean = |rs: &[SimResult]| {
         let n = rs.len() as f64;
         (rs.iter().map(|r| r.mean_jct_s).sum::<f64>() / n, rs.iter().map(|r| r.makespan_s).sum::<f64>() / n)
@@ -108,7 +113,7 @@ fn main() -> Result<(), Error> {
     }
     let bj = rows[..rules].iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
     let bm = rows[..rules].iter().map(|r| r.2).fold(f64::INFINITY, f64::min);
-    println!("{} {} (seeds 1000..1009, {gpus}, 30 jobs at t = 0)", library.name, class.name());
+    println!("{} {} (seeds 1000..1009, {gpus}, {jobs} jobs, {arrivals:?})", library.name, class.name());
     println!("{:14} {:>9} {:>9} {:>9} {:>9}", "policy", "jct", "makespan", "jct/best", "mk/best");
     for (n, j, m) in &rows {
         println!("{n:14} {j:9.1} {m:9.1} {:9.3} {:9.3}", j / bj, m / bm);
