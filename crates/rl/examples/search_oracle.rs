@@ -7,7 +7,8 @@
 //! ```
 //! Defaults: `thesis`, `gpu_light`, weights `0,0.15,0.5`, top 8; one Titan Xp (`GPUS` sets
 //! another cluster), 30 jobs at t = 0 (`JOBS` sets how many, `RATE` a Poisson arrival rate per
-//! s), seeds 1000..=1009 (the experiment's main cell). At every choice the oracle plays
+//! s; `ONLINE=1` plays futures out without the arrivals still to come, as an online scheduler
+//! would have to), seeds 1000..=1009 (the experiment's main cell). At every choice the oracle plays
 //! each of the scorer's best `TOP_K` rows (and hold) out to the end on a copy of the
 //! simulator, the scorer `MODEL` deciding the rest, and takes the row with the lowest
 //! mean JCT + w x makespan; one search per weight w. It is one step of policy improvement over
@@ -26,19 +27,21 @@ use rayon::prelude::*;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// One episode placed by the search with weight `w`.
-fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize) -> Result<SimResult, Error> {
+fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online: bool) -> Result<SimResult, Error> {
     let greedy = Greedy::default();
     let mut scores = Vec::new();
     while !sim.done() {
         if sim.needs_decision() {
             let snapshot = sim.clone();
             let view = snapshot.view();
+            // Online: the futures are played out without the arrivals to come.
+            let played = if online { snapshot.without_future_arrivals() } else { snapshot.clone() };
             let mut failure: Option<Error> = None;
             let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
                 let mut best = (f64::INFINITY, 0);
                 for r in train::lookahead_rows(round, &scores, top_k) {
-                    match train::play_out(&snapshot, round, r, base) {
+                    match train::play_out(&played, round, r, base) {
                         Ok(res) if res.mean_jct_s + w * res.makespan_s < best.0 => {
                             best = (res.mean_jct_s + w * res.makespan_s, r);
                         }
@@ -74,6 +77,7 @@ fn main() -> Result<(), Error> {
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention")?);
     let jobs: usize = std::env::var("JOBS").map_or(Ok(30), |v| v.parse())?;
+    let online = std::env::var("ONLINE").is_ok_and(|v| v == "1");
     let arrivals = match std::env::var("RATE") {
         Ok(v) => Arrivals::Poisson { rate_per_s: v.parse()? },
         Err(_) => Arrivals::AllAtZero,
@@ -105,7 +109,7 @@ fn main() -> Result<(), Error> {
             .par_iter()
             .map(|set| {
                 let sim = Simulator::new(&cluster, &library, set, interference.clone(), SimConfig::default())?;
-                search(sim, &base, w, top_k)
+                search(sim, &base, w, top_k, online)
             })
             .collect::<Result<_, Error>>()?;
         let (j, m) = mean(&rs);

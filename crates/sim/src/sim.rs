@@ -270,6 +270,34 @@ impl Simulator {
         Ok(sim)
     }
 
+    /// A copy from this moment that knows only the jobs submitted so far: the jobs still to
+    /// arrive are dropped. A look-ahead that plays futures out on it sees what an online
+    /// scheduler sees, not the arrivals to come (on a plain clone it would).
+    pub fn without_future_arrivals(&self) -> Simulator {
+        let mut sim = self.clone();
+        let future: std::collections::HashSet<usize> = sim.arrival_order[sim.next_arrival..].iter().copied().collect();
+        if future.is_empty() {
+            return sim;
+        }
+        // Old job-table index -> new one, for the jobs kept.
+        let mut new_index = vec![usize::MAX; sim.jobs.len()];
+        let mut kept = Vec::with_capacity(sim.jobs.len() - future.len());
+        for (old, job) in std::mem::take(&mut sim.jobs).into_iter().enumerate() {
+            if !future.contains(&old) {
+                new_index[old] = kept.len();
+                kept.push(job);
+            }
+        }
+        sim.jobs = kept;
+        sim.arrival_order.truncate(sim.next_arrival);
+        sim.arrival_order.iter_mut().for_each(|j| *j = new_index[*j]);
+        sim.index_of = sim.jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();
+        for book in &mut sim.books {
+            book.slots.iter_mut().for_each(|j| *j = new_index[*j]);
+        }
+        sim
+    }
+
     /// Names the policy in errors and in the result (the `run` wrapper sets it).
     pub fn set_policy_name(&mut self, name: &str) {
         self.policy_name = name.to_string();

@@ -378,6 +378,44 @@ fn stepping_api_matches_run_and_decides_only_at_events() {
     assert!(ran.events.is_empty(), "events are recorded only when asked for");
 }
 
+#[test]
+fn a_copy_without_future_arrivals_plays_out_only_the_jobs_submitted_so_far() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0), steady("b", 20, 80.0, 3072.0)]);
+    // Job 0 arrives last and comes first in the job table, so dropping it renumbers the
+    // running and waiting jobs.
+    let set = jobs(&[("b", 50.0), ("a", 0.0), ("a", 5.0), ("b", 0.0)]);
+    let mut sim = Simulator::new(&titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
+    let play = |mut s: Simulator| {
+        while !s.done() {
+            if s.needs_decision() {
+                let d = TestSjf.decide(&s.view());
+                s.apply(&d).unwrap();
+            }
+            s.step();
+        }
+        s.finish()
+    };
+    while sim.now_s() < 6.0 {
+        if sim.needs_decision() {
+            let d = TestSjf.decide(&sim.view());
+            sim.apply(&d).unwrap();
+        }
+        sim.step();
+    }
+    let present = play(sim.without_future_arrivals());
+    let ids: Vec<JobId> = present.jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let finish: Vec<Option<f64>> = present.jobs.iter().map(|j| j.finish_s).collect();
+    // SJF on one GPU: a1 0-10, a2 10-20, b3 20-40.
+    assert_eq!(finish, vec![Some(10.0), Some(20.0), Some(40.0)]);
+    assert!(close(present.makespan_s, 40.0));
+    // The original still holds job 0 and runs it when it arrives.
+    let whole = play(sim);
+    assert_eq!(whole.jobs.len(), 4);
+    assert_eq!(whole.jobs[0].finish_s, Some(70.0));
+    assert!(close(whole.makespan_s, 70.0));
+}
+
 /// Places waiting jobs on GPU 0 while their first sample fits beside the current demands.
 struct CurrentFit;
 impl Policy for CurrentFit {
