@@ -657,6 +657,57 @@ mod memory_property {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn a_copy_without_future_arrivals_finishes_exactly_the_jobs_submitted_by_then(
+            (lib, set, gpus, policy, fair) in arb_case(),
+            cut in 0.0f64..40.0,
+        ) {
+            let p: Box<dyn Policy> = match dqngpu_policy::NAMES.get(policy) {
+                Some(name) => dqngpu_policy::by_name(name, 1).unwrap(),
+                None => Box::new(PackAll),
+            };
+            let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
+            let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
+            let cluster = titanxp(gpus);
+            // Runs `sim` until `until` or the end; false if it has not ended by a generous
+            // step cap (a copy with crossed job indices would loop instead of failing).
+            let drive = |sim: &mut Simulator, until: f64| {
+                for _ in 0..1_000_000 {
+                    if sim.done() || sim.now_s() >= until {
+                        return true;
+                    }
+                    if sim.needs_decision() {
+                        let d = p.decide(&sim.view());
+                        sim.apply(&d).unwrap();
+                    }
+                    sim.step();
+                }
+                false
+            };
+            let mut sim = Simulator::new(&cluster, &lib, &set, interference.clone(), config.clone()).unwrap();
+            sim.set_policy_name(p.name());
+            prop_assert!(drive(&mut sim, cut));
+            let mut expected: Vec<JobId> =
+                set.jobs.iter().filter(|j| j.submit_s <= sim.now_s() + 1e-9).map(|j| j.id).collect();
+            expected.sort();
+            let mut present = sim.without_future_arrivals();
+            prop_assert!(drive(&mut present, f64::INFINITY), "the copy never finished");
+            let present = present.finish();
+            prop_assert!(present.completed);
+            let mut ids: Vec<JobId> = present.jobs.iter().map(|j| j.id).collect();
+            ids.sort();
+            prop_assert_eq!(ids, expected);
+            prop_assert!(present.jobs.iter().all(|j| j.finish_s.is_some()));
+            // The original is untouched: it ends as an uninterrupted run does.
+            prop_assert!(drive(&mut sim, f64::INFINITY));
+            let whole = sim.finish();
+            let ran = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
+            prop_assert_eq!(whole, ran);
+        }
+    }
+
     #[test]
     fn the_log_checker_catches_an_overcommitted_gpu() {
         let lib = library(vec![steady("a", 10, 50.0, 8000.0)]);
