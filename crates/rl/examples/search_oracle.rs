@@ -35,13 +35,14 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online:
             let snapshot = sim.clone();
             let view = snapshot.view();
             // Online: the futures are played out without the arrivals to come.
-            let played = if online { snapshot.without_future_arrivals() } else { snapshot.clone() };
+            let online_copy = online.then(|| snapshot.without_future_arrivals());
+            let played = online_copy.as_ref().unwrap_or(&snapshot);
             let mut failure: Option<Error> = None;
             let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
                 let mut best = (f64::INFINITY, 0);
                 for r in train::lookahead_rows(round, &scores, top_k) {
-                    match train::play_out(&played, round, r, base) {
+                    match train::play_out(played, round, r, base) {
                         Ok(res) if res.mean_jct_s + w * res.makespan_s < best.0 => {
                             best = (res.mean_jct_s + w * res.makespan_s, r);
                         }

@@ -275,15 +275,16 @@ impl Simulator {
     /// scheduler sees, not the arrivals to come (on a plain clone it would).
     pub fn without_future_arrivals(&self) -> Simulator {
         let mut sim = self.clone();
-        let future: std::collections::HashSet<usize> = sim.arrival_order[sim.next_arrival..].iter().copied().collect();
-        if future.is_empty() {
+        if sim.next_arrival == sim.arrival_order.len() {
             return sim;
         }
+        let mut arrived = vec![true; sim.jobs.len()];
+        sim.arrival_order[sim.next_arrival..].iter().for_each(|&j| arrived[j] = false);
         // Old job-table index -> new one, for the jobs kept.
         let mut new_index = vec![usize::MAX; sim.jobs.len()];
-        let mut kept = Vec::with_capacity(sim.jobs.len() - future.len());
+        let mut kept = Vec::with_capacity(sim.next_arrival);
         for (old, job) in std::mem::take(&mut sim.jobs).into_iter().enumerate() {
-            if !future.contains(&old) {
+            if arrived[old] {
                 new_index[old] = kept.len();
                 kept.push(job);
             }

@@ -117,6 +117,22 @@ fn simulate(
     run(policy, &titanxp(gpus), lib, set, interference, config)
 }
 
+/// Steps `sim` under `policy` until `until` (s) or the end; false if it has not got there by
+/// a generous step cap (a simulator with crossed job indices would loop instead of failing).
+fn drive(sim: &mut Simulator, policy: &dyn Policy, until: f64) -> bool {
+    for _ in 0..1_000_000 {
+        if sim.done() || sim.now_s() >= until {
+            return true;
+        }
+        if sim.needs_decision() {
+            let d = policy.decide(&sim.view());
+            sim.apply(&d).unwrap();
+        }
+        sim.step();
+    }
+    false
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1.0)
 }
@@ -386,22 +402,10 @@ fn a_copy_without_future_arrivals_plays_out_only_the_jobs_submitted_so_far() {
     let set = jobs(&[("b", 50.0), ("a", 0.0), ("a", 5.0), ("b", 0.0)]);
     let mut sim = Simulator::new(&titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
     let play = |mut s: Simulator| {
-        while !s.done() {
-            if s.needs_decision() {
-                let d = TestSjf.decide(&s.view());
-                s.apply(&d).unwrap();
-            }
-            s.step();
-        }
+        assert!(drive(&mut s, &TestSjf, f64::INFINITY));
         s.finish()
     };
-    while sim.now_s() < 6.0 {
-        if sim.needs_decision() {
-            let d = TestSjf.decide(&sim.view());
-            sim.apply(&d).unwrap();
-        }
-        sim.step();
-    }
+    assert!(drive(&mut sim, &TestSjf, 6.0));
     let present = play(sim.without_future_arrivals());
     let ids: Vec<JobId> = present.jobs.iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![1, 2, 3]);
@@ -671,29 +675,14 @@ mod memory_property {
             let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
             let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
             let cluster = titanxp(gpus);
-            // Runs `sim` until `until` or the end; false if it has not ended by a generous
-            // step cap (a copy with crossed job indices would loop instead of failing).
-            let drive = |sim: &mut Simulator, until: f64| {
-                for _ in 0..1_000_000 {
-                    if sim.done() || sim.now_s() >= until {
-                        return true;
-                    }
-                    if sim.needs_decision() {
-                        let d = p.decide(&sim.view());
-                        sim.apply(&d).unwrap();
-                    }
-                    sim.step();
-                }
-                false
-            };
             let mut sim = Simulator::new(&cluster, &lib, &set, interference.clone(), config.clone()).unwrap();
             sim.set_policy_name(p.name());
-            prop_assert!(drive(&mut sim, cut));
+            prop_assert!(drive(&mut sim, p.as_ref(), cut));
             let mut expected: Vec<JobId> =
                 set.jobs.iter().filter(|j| j.submit_s <= sim.now_s() + 1e-9).map(|j| j.id).collect();
             expected.sort();
             let mut present = sim.without_future_arrivals();
-            prop_assert!(drive(&mut present, f64::INFINITY), "the copy never finished");
+            prop_assert!(drive(&mut present, p.as_ref(), f64::INFINITY), "the copy never finished");
             let present = present.finish();
             prop_assert!(present.completed);
             let mut ids: Vec<JobId> = present.jobs.iter().map(|j| j.id).collect();
@@ -701,7 +690,7 @@ mod memory_property {
             prop_assert_eq!(ids, expected);
             prop_assert!(present.jobs.iter().all(|j| j.finish_s.is_some()));
             // The original is untouched: it ends as an uninterrupted run does.
-            prop_assert!(drive(&mut sim, f64::INFINITY));
+            prop_assert!(drive(&mut sim, p.as_ref(), f64::INFINITY));
             let whole = sim.finish();
             let ran = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
             prop_assert_eq!(whole, ran);
