@@ -14,6 +14,10 @@
 //! mean JCT + w x makespan; one search per weight w. It is one step of policy improvement over
 //! the scorer, far too slow to schedule with (seconds per decision); it only shows which
 //! (JCT, makespan) pairs a placement can reach, beside every rule's.
+//!
+//! `DIFF=1` prints to standard error every choice where the search and the scorer differ: the
+//! time, the rows offered, the search's relative gain over the scorer's row, and both rows'
+//! features (in `scorer::features::NAMES` order), to see what the scorer gets wrong.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +32,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// One episode placed by the search with weight `w`.
 fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online: bool) -> Result<SimResult, Error> {
+    let diff = std::env::var("DIFF").is_ok_and(|v| v == "1");
     let greedy = Greedy::default();
     let mut scores = Vec::new();
     while !sim.done() {
@@ -41,16 +46,39 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online:
             let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
                 let mut best = (f64::INFINITY, 0);
+                let own = train::lookahead_rows(round, &scores, 1)[0];
+                let mut own_cost = f64::NAN;
                 for r in train::lookahead_rows(round, &scores, top_k) {
                     match train::play_out(played, round, r, base) {
-                        Ok(res) if res.mean_jct_s + w * res.makespan_s < best.0 => {
-                            best = (res.mean_jct_s + w * res.makespan_s, r);
+                        Ok(res) => {
+                            let c = res.mean_jct_s + w * res.makespan_s;
+                            if r == own {
+                                own_cost = c;
+                            }
+                            if c < best.0 {
+                                best = (c, r);
+                            }
                         }
-                        Ok(_) => {}
                         Err(e) => {
                             failure.get_or_insert(e.into());
                         }
                     }
+                }
+                if diff && best.1 != own {
+                    let f = |r: usize| {
+                        rows[r * scorer::FEATURES..(r + 1) * scorer::FEATURES]
+                            .iter()
+                            .map(|v| format!("{v:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    eprintln!(
+                        "DIFF t={:.0} n={n} gain={:.4} own[{}] search[{}]",
+                        view.now_s,
+                        (own_cost - best.0) / own_cost,
+                        f(own),
+                        f(best.1)
+                    );
                 }
                 best.1
             });

@@ -31,7 +31,7 @@ pub struct Args {
     workload: String,
     /// App libraries, comma-separated: `thesis`, `lucid`, `generated:SEED[:COUNT]` or a
     /// directory of profiles. Default: `thesis` for `--algorithm thesis`; for the scorer, its
-    /// default training distribution (docs/RL.md: the thesis's, Lucid's and eight generated
+    /// default training distribution (docs/RL.md: the thesis's, Lucid's and fifteen generated
     /// libraries on three clusters), unless any of --library, --gpus, --jobs, --arrival-rate
     /// is given, which makes one setting of them (defaults: the thesis library and six
     /// generated ones, one Titan Xp, 30 jobs at t = 0).
@@ -263,10 +263,12 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     let custom = a.library.is_some() || a.gpus.is_some() || a.jobs.is_some() || a.arrival_rate.is_some();
     let mut settings = if custom {
         vec![st::Setting {
-            // Without --library, the libraries of the default distribution's first setting.
+            // Without --library: the thesis's apps and six generated libraries.
             libraries: match a.library.as_deref() {
                 Some(l) => l.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect(),
-                None => st::default_settings().swap_remove(0).libraries,
+                None => {
+                    std::iter::once("thesis".to_string()).chain((1..=6).map(|i| format!("generated:{i}"))).collect()
+                }
             },
             gpus: a.gpus.clone().unwrap_or_else(|| "titanxp:1".into()),
             jobs: a.jobs.unwrap_or(gpu::JOBS_PER_SET),
