@@ -31,8 +31,16 @@ use rayon::prelude::*;
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// One episode placed by the search with weight `w`.
-fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online: bool) -> Result<SimResult, Error> {
-    let diff = std::env::var("DIFF").is_ok_and(|v| v == "1");
+/// How the search plays futures out and what it reports.
+#[derive(Clone, Copy)]
+struct Mode {
+    /// Futures without the arrivals still to come (`ONLINE=1`).
+    online: bool,
+    /// Print the choices where the search and the scorer differ (`DIFF=1`).
+    diff: bool,
+}
+
+fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, mode: Mode) -> Result<SimResult, Error> {
     let greedy = Greedy::default();
     let mut scores = Vec::new();
     while !sim.done() {
@@ -40,13 +48,13 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online:
             let snapshot = sim.clone();
             let view = snapshot.view();
             // Online: the futures are played out without the arrivals to come.
-            let online_copy = online.then(|| snapshot.without_future_arrivals());
+            let online_copy = mode.online.then(|| snapshot.without_future_arrivals());
             let played = online_copy.as_ref().unwrap_or(&snapshot);
             let mut failure: Option<Error> = None;
             let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
                 let mut best = (f64::INFINITY, 0);
-                let own = train::lookahead_rows(round, &scores, 1)[0];
+                let own = scorer::best_row(&scores);
                 let mut own_cost = f64::NAN;
                 for r in train::lookahead_rows(round, &scores, top_k) {
                     match train::play_out(played, round, r, base) {
@@ -64,7 +72,7 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, online:
                         }
                     }
                 }
-                if diff && best.1 != own {
+                if mode.diff && best.1 != own {
                     let f = |r: usize| {
                         rows[r * scorer::FEATURES..(r + 1) * scorer::FEATURES]
                             .iter()
@@ -106,7 +114,8 @@ fn main() -> Result<(), Error> {
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention")?);
     let jobs: usize = std::env::var("JOBS").map_or(Ok(30), |v| v.parse())?;
-    let online = std::env::var("ONLINE").is_ok_and(|v| v == "1");
+    let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    let mode = Mode { online: flag("ONLINE"), diff: flag("DIFF") };
     let arrivals = match std::env::var("RATE") {
         Ok(v) => Arrivals::Poisson { rate_per_s: v.parse()? },
         Err(_) => Arrivals::AllAtZero,
@@ -138,7 +147,7 @@ fn main() -> Result<(), Error> {
             .par_iter()
             .map(|set| {
                 let sim = Simulator::new(&cluster, &library, set, interference.clone(), SimConfig::default())?;
-                search(sim, &base, w, top_k, online)
+                search(sim, &base, w, top_k, mode)
             })
             .collect::<Result<_, Error>>()?;
         let (j, m) = mean(&rs);

@@ -278,18 +278,19 @@ impl Simulator {
         if sim.next_arrival == sim.arrival_order.len() {
             return sim;
         }
-        let mut arrived = vec![true; sim.jobs.len()];
-        sim.arrival_order[sim.next_arrival..].iter().for_each(|&j| arrived[j] = false);
-        // Old job-table index -> new one, for the jobs kept.
-        let mut new_index = vec![usize::MAX; sim.jobs.len()];
+        // Old job-table index -> new one; usize::MAX for the jobs still to arrive (dropped).
+        let mut new_index = vec![0; sim.jobs.len()];
+        sim.arrival_order[sim.next_arrival..].iter().for_each(|&j| new_index[j] = usize::MAX);
         let mut kept = Vec::with_capacity(sim.next_arrival);
         for (old, job) in std::mem::take(&mut sim.jobs).into_iter().enumerate() {
-            if arrived[old] {
+            if new_index[old] != usize::MAX {
                 new_index[old] = kept.len();
                 kept.push(job);
             }
         }
         sim.jobs = kept;
+        // Nothing arrives any more (only the length is read from here on), but the table
+        // stays a valid list of job indices.
         sim.arrival_order.truncate(sim.next_arrival);
         sim.arrival_order.iter_mut().for_each(|j| *j = new_index[*j]);
         sim.index_of = sim.jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();

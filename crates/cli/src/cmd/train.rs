@@ -263,12 +263,9 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     let custom = a.library.is_some() || a.gpus.is_some() || a.jobs.is_some() || a.arrival_rate.is_some();
     let mut settings = if custom {
         vec![st::Setting {
-            // Without --library: the thesis's apps and six generated libraries.
             libraries: match a.library.as_deref() {
                 Some(l) => l.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect(),
-                None => {
-                    std::iter::once("thesis".to_string()).chain((1..=6).map(|i| format!("generated:{i}"))).collect()
-                }
+                None => st::single_setting_libraries(),
             },
             gpus: a.gpus.clone().unwrap_or_else(|| "titanxp:1".into()),
             jobs: a.jobs.unwrap_or(gpu::JOBS_PER_SET),

@@ -933,7 +933,7 @@ pub fn default_settings() -> Vec<Setting> {
             max_slowdown_pct: None,
         },
         Setting {
-            libraries: (1..=15).map(|i| format!("generated:{i}")).collect(),
+            libraries: generated(1..=15).collect(),
             gpus: "titanxp:1".into(),
             jobs: 30,
             arrival_rate: None,
@@ -965,6 +965,17 @@ pub fn default_settings() -> Vec<Setting> {
             max_slowdown_pct: Some(10.0),
         },
     ]
+}
+
+/// The libraries of a training of one setting of the caller's (`train --gpus ...`) that names
+/// none: the thesis's apps and `generated:1`..`generated:6`.
+pub fn single_setting_libraries() -> Vec<String> {
+    std::iter::once("thesis".to_string()).chain(generated(1..=6)).collect()
+}
+
+/// `generated:A`..`generated:B`, by name.
+fn generated(seeds: std::ops::RangeInclusive<u64>) -> impl Iterator<Item = String> {
+    seeds.map(|i| format!("generated:{i}"))
 }
 
 /// The training and validation episodes of `settings` (training sets from
