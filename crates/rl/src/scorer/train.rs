@@ -880,9 +880,11 @@ pub fn episodes(
         return Err(RlError::Config { field: "workload", message: "no workload class to train on".into() });
     }
     let mut out = Vec::with_capacity(libraries.len() * count);
-    for library in libraries {
+    for (k, library) in libraries.iter().enumerate() {
         for i in 0..count {
-            let class = classes[i % classes.len()];
+            // Each library starts where the last one's classes stopped, so that a few sets per
+            // library still cover every class over the libraries.
+            let class = classes[(k * count + i) % classes.len()];
             let set = dqngpu_sim::draw(library, class, jobs, first_seed.wrapping_add(i as u64), arrivals)?;
             out.push(Episode { cluster: cluster.clone(), library: library.clone(), set, max_slowdown: None });
         }
@@ -1033,6 +1035,26 @@ pub fn settings_episodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fifteen libraries with two sets each draw every class six times (each library goes on
+    /// where the last one's classes stopped), and a library's sets keep their seeds.
+    #[test]
+    fn few_sets_per_library_still_cover_every_class() {
+        let classes = dqngpu_model::WorkloadClass::ALL;
+        let libs: Vec<Arc<AppLibrary>> =
+            (1..=15).map(|i| Arc::new(dqngpu_model::library::resolve(&format!("generated:{i}")).unwrap())).collect();
+        let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+        let eps = episodes(&libs, &cluster, &classes, 6, dqngpu_sim::Arrivals::AllAtZero, 2, 7).unwrap();
+        assert_eq!(eps.len(), 30);
+        for c in classes {
+            let n = eps.iter().filter(|e| e.set.class == Some(c)).count();
+            assert_eq!(n, 6, "{c:?}");
+        }
+        for pair in eps.chunks(2) {
+            assert_eq!(pair[0].set.seed, Some(7));
+            assert_eq!(pair[1].set.seed, Some(8));
+        }
+    }
 
     /// Steps of very different widths, features drawn from `seed`; each step's first row is
     /// its label.
