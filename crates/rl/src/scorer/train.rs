@@ -865,8 +865,9 @@ pub fn validation_seed_base(seed: u64) -> u64 {
     200_000u64.wrapping_add(seed.wrapping_mul(1000))
 }
 
-/// `count` episodes per library on `cluster`: set `i` of class `classes[i % len]`, drawn with
-/// seed `first_seed + i` (the same seeds for every library).
+/// `count` episodes per library on `cluster`: set `i` of library `k` of class
+/// `classes[(k x count + i) % len]`, drawn with seed `first_seed + i` (the same seeds for
+/// every library).
 pub fn episodes(
     libraries: &[Arc<AppLibrary>],
     cluster: &ClusterSpec,
@@ -882,8 +883,8 @@ pub fn episodes(
     let mut out = Vec::with_capacity(libraries.len() * count);
     for (k, library) in libraries.iter().enumerate() {
         for i in 0..count {
-            // Each library starts where the last one's classes stopped, so that a few sets per
-            // library still cover every class over the libraries.
+            // Each library goes on where the last one's classes stopped: a few sets per library
+            // still cover every class over the libraries.
             let class = classes[(k * count + i) % classes.len()];
             let set = dqngpu_sim::draw(library, class, jobs, first_seed.wrapping_add(i as u64), arrivals)?;
             out.push(Episode { cluster: cluster.clone(), library: library.clone(), set, max_slowdown: None });
@@ -1087,9 +1088,9 @@ mod tests {
         let mut data = steps(&[1, 3, 40, 7, 2], 11);
         data[2].chosen = vec![5];
         let all: Vec<&Step> = data.iter().collect();
-        let (logp, width) = log_probs(&net, &all).unwrap();
+        let (lp, width) = log_probs(&net, &all).unwrap();
         assert_eq!(width, 40);
-        let logp = logp.to_vec2::<f32>().unwrap();
+        let logp = lp.to_vec2::<f32>().unwrap();
         for (k, s) in data.iter().enumerate() {
             let want = alone(&net, s).to_vec1::<f32>().unwrap();
             for j in 0..s.n {
@@ -1097,7 +1098,6 @@ mod tests {
             }
             assert!(logp[k][s.n..].iter().all(|&v| v < -1e8), "step {k}: a slot past its rows has mass");
         }
-        let (lp, _) = log_probs(&net, &all).unwrap();
         let idx = Tensor::from_vec(
             data.iter().map(|s| s.chosen[0] as u32).collect::<Vec<_>>(),
             (data.len(), 1),
