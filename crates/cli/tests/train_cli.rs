@@ -170,14 +170,45 @@ fn improvement_rounds_run_for_the_scorer_and_are_refused_for_the_thesis_agent() 
     assert!(o.status.success(), "{err}");
     assert!(err.contains("improvement 1"), "{err}");
     assert!(d.join("m.safetensors").is_file());
+    thesis_agent_refuses(&d, "--improvement-rounds", "1");
+}
+
+/// `train --algorithm thesis` with a scorer-only `flag` fails, names the flag and writes no
+/// model.
+fn thesis_agent_refuses(d: &Path, flag: &str, value: &str) {
     let o = Command::new(BIN)
-        .args(["train", "--algorithm", "thesis", "--iterations", "1", "--improvement-rounds", "1", "-o"])
+        .args(["train", "--algorithm", "thesis", "--iterations", "1", flag, value, "-o"])
         .arg(d.join("t.safetensors"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("--improvement-rounds"), "{err}");
+    assert!(!o.status.success() && err.contains(flag), "{err}");
     assert!(!d.join("t.safetensors").exists());
+}
+
+/// `--makespan-guard`: the scorer names its guard, in its report and its checkpoint (and
+/// trains without it at 0); a weight that is not a number >= 0 is refused before training,
+/// and so is the flag for the thesis's agent, which has no look-ahead.
+#[test]
+fn the_makespan_guard_is_named_refused_when_bad_and_refused_for_the_thesis_agent() {
+    let d = test_dir("guard");
+    let o = scorer(&d, &["--makespan-guard", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("makespan guard 2"), "{err}");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let on = meta["trained_on"].as_str().unwrap_or_default();
+    assert!(on.contains("makespan guard 2"), "{on}");
+    let o = scorer(&d, &["--makespan-guard", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && !err.contains("makespan guard"), "{err}");
+    std::fs::remove_file(d.join("m.safetensors")).unwrap();
+    for bad in ["-1", "NaN", "inf"] {
+        let o = scorer(&d, &["--makespan-guard", bad]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("--makespan-guard"), "{bad}: {err}");
+        assert!(!d.join("m.safetensors").exists(), "{bad}");
+    }
+    thesis_agent_refuses(&d, "--makespan-guard", "1");
 }
 
 #[test]

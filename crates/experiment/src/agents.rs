@@ -179,7 +179,11 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
     bar.set_prefix("dqngpu");
     bar.set_message("imitation and look-ahead");
     let started = Instant::now();
-    let recipe = ScorerRecipe { improvement_rounds: t.scorer_improvement_rounds as usize, ..ScorerRecipe::default() };
+    let recipe = ScorerRecipe {
+        improvement_rounds: t.scorer_improvement_rounds as usize,
+        makespan_guard: t.scorer_makespan_guard,
+        ..ScorerRecipe::default()
+    };
     let (policy, report, curve) = st::train(&task, &tc, &recipe, &mut |s| {
         bar.set_position(s.iteration as u64);
         bar.set_message(format!("objective {:.0}", s.mean_score));

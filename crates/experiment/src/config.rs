@@ -203,6 +203,9 @@ pub struct TrainingConfig {
     /// The scorer's improvement rounds after policy gradient (look-ahead over the trained
     /// scorer, then policy gradient again; docs/RL.md). 0: none.
     pub scorer_improvement_rounds: u64,
+    /// Weight of the scorer's makespan guard under the JCT objective (docs/RL.md: a run is
+    /// charged for makespan more than 1% over the best rule's). 0: off.
+    pub scorer_makespan_guard: f64,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -332,6 +335,7 @@ impl Default for TrainingConfig {
             scorer_iterations: 60,
             scorer_objective: dqngpu_rl::reinforce::Objective::Jct,
             scorer_improvement_rounds: 1,
+            scorer_makespan_guard: 1.0,
         }
     }
 }
@@ -492,6 +496,10 @@ impl ExperimentConfig {
         }
         for c in &self.training.workloads {
             c.parse::<WorkloadClass>()?;
+        }
+        let guard = self.training.scorer_makespan_guard;
+        if !(guard.is_finite() && guard >= 0.0) {
+            return Err(bad("training.scorer_makespan_guard", format!("{guard} is not a weight >= 0")));
         }
         if self.training.episodes == 0 || self.training.jobsets_per_iter == 0 {
             return Err(bad("training.episodes", "episodes and jobsets_per_iter must be at least 1".into()));
@@ -665,6 +673,8 @@ mod tests {
         assert!(e.contains("cost.shared") && e.contains("p3.2xlarge"), "{e}");
         let e = ExperimentConfig::from_toml("step_s = -1.0\n", p).unwrap_err().to_string();
         assert!(e.contains("step_s"), "{e}");
+        let e = ExperimentConfig::from_toml("[training]\nscorer_makespan_guard = -0.5\n", p).unwrap_err().to_string();
+        assert!(e.contains("training.scorer_makespan_guard") && e.contains("-0.5"), "{e}");
     }
 
     proptest! {

@@ -69,6 +69,11 @@ pub struct Args {
     /// adds about the look-ahead's time.
     #[arg(long)]
     improvement_rounds: Option<usize>,
+    /// Scorer only, under `--objective jct`: weight of the makespan guard (a run is charged
+    /// W x the best rule's mean JCT per share of makespan more than 1% over the best rule's;
+    /// docs/RL.md). Default 1; 0 trains on mean JCT alone.
+    #[arg(long, allow_negative_numbers = true)]
+    makespan_guard: Option<f64>,
     /// Episodes per job set per iteration (the baseline's N).
     #[arg(long, default_value_t = 8)]
     episodes: usize,
@@ -152,6 +157,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!(
             "--improvement-rounds is a step of the scorer's training; `--algorithm thesis` has no look-ahead"
         );
+    }
+    if a.makespan_guard.is_some() {
+        anyhow::bail!("--makespan-guard weighs the scorer's look-ahead and rewards; `--algorithm thesis` has neither");
     }
     let library_name = a.library.clone().unwrap_or_else(|| "thesis".into());
     let classes: Vec<WorkloadClass> =
@@ -311,8 +319,15 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
     let started = std::time::Instant::now();
     let defaults = ScorerRecipe::default();
-    let recipe =
-        ScorerRecipe { improvement_rounds: a.improvement_rounds.unwrap_or(defaults.improvement_rounds), ..defaults };
+    let makespan_guard = a.makespan_guard.unwrap_or(defaults.makespan_guard);
+    if !(makespan_guard.is_finite() && makespan_guard >= 0.0) {
+        anyhow::bail!("--makespan-guard {makespan_guard}: expected a weight >= 0 (0 turns the guard off)");
+    }
+    let recipe = ScorerRecipe {
+        improvement_rounds: a.improvement_rounds.unwrap_or(defaults.improvement_rounds),
+        makespan_guard,
+        ..defaults
+    };
     let (policy, report, curve) = st::train(&task, &cfg, &recipe, &mut |s| {
         progress.update(s);
         a.time_limit_s.is_none_or(|l| started.elapsed().as_secs_f64() < l)
@@ -328,9 +343,9 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         hidden: cfg.hidden.clone(),
         train: cfg,
         trained_on: format!(
-            "settings [{}], classes {}, interference {}, training seeds from {base}, budget {}; teachers {}; \
-             validation (objective / best rule's, 1 = as good): best rule {:.4}, untrained {:.4}, imitation {:.4}, \
-             kept {:.4} ({})",
+            "settings [{}], classes {}, interference {}, training seeds from {base}, budget {}; improvement rounds \
+             {}, makespan guard {}; teachers {}; validation (objective / best rule's, 1 = as good): best rule {:.4}, \
+             untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
             settings
                 .iter()
                 .map(|s| format!(
@@ -347,6 +362,8 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
             class_names.join("+"),
             a.interference,
             a.max_slowdown.as_deref().unwrap_or("off"),
+            recipe.improvement_rounds,
+            recipe.makespan_guard,
             report.expert,
             report.expert_validation,
             report.untrained_validation,
@@ -371,7 +388,11 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         "trained the dqngpu scorer in {wall:.1} s (teachers: {}); validation {} / the best rule's per set: kept \
          {:.3} ({}), the best single rule {:.3}, untrained {:.3}; stages {}; wrote {}",
         report.expert,
-        a.objective,
+        if recipe.makespan_guard > 0.0 && objective == Objective::Jct {
+            format!("jct (makespan guard {})", recipe.makespan_guard)
+        } else {
+            a.objective.clone()
+        },
         report.final_validation,
         report.kept,
         report.expert_validation,
