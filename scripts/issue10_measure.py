@@ -5,14 +5,16 @@
     python3 scripts/issue10_measure.py [OUT_DIR]
 
 Trains (release binary, defaults) `dqngpu train -o M`, `dqngpu train --iterations 0 -o M0`
-(the untrained network) and `dqngpu train --library generated:1001 -o M1001` (trained on the
-held-out library), then evaluates each with the `scorer` example against every heuristic on
+(the untrained network), `dqngpu train --library generated:1001 -o M1001` (trained on the
+held-out library) and the same with `--add-to-defaults` (that library beside the default
+distribution), then evaluates each with the `scorer` example against every heuristic on
 seeds 1000..1009 per class:
   - training matters: M vs M0 on the thesis library, one Titan Xp (30 jobs at t = 0) and
     4 x 2 Titan Xp (120 Poisson jobs at 0.1/s);
-  - unseen apps: M and M1001 on `generated:1001` (one Titan Xp, 30 jobs at t = 0).
+  - unseen apps: M, M1001 and M1001 with the defaults on `generated:1001` (one Titan Xp, 30
+    jobs at t = 0).
 Prints each table and the ratios issue 10 states. `TRAIN_FLAGS="--iterations 300
---jobsets-per-iter 4"` (an environment variable) adds flags to the two trained models' `train`
+--jobsets-per-iter 4"` (an environment variable) adds flags to the trained models' `train`
 calls (not to the untrained one), to measure a change to the recipe the same way.
 """
 import os
@@ -79,6 +81,9 @@ def main():
     show("unseen apps: plain `train -o M` on generated:1001", evaluate(m, "titanxp:1", 0, 30, "generated:1001"))
     show("trained on it: `train --library generated:1001` on generated:1001",
          evaluate(m1001, "titanxp:1", 0, 30, "generated:1001"))
+    m1001d = train("m1001d", "--library", "generated:1001", "--add-to-defaults")
+    show("trained on it and the default distribution: `train --library generated:1001 --add-to-defaults`",
+         evaluate(m1001d, "titanxp:1", 0, 30, "generated:1001"))
 
 
 if __name__ == "__main__":

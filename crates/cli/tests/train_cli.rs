@@ -211,6 +211,44 @@ fn the_makespan_guard_is_named_refused_when_bad_and_refused_for_the_thesis_agent
     thesis_agent_refuses(&d, "--makespan-guard", "1");
 }
 
+/// `--add-to-defaults`: the caller's setting joins the default distribution (the checkpoint
+/// lists both, and --jobsets sizes the caller's only); without a setting of the caller's, or
+/// for the thesis's agent, it is refused by name.
+#[test]
+fn add_to_defaults_trains_on_the_callers_setting_and_the_default_distribution() {
+    let d = test_dir("add");
+    let train = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["train", "--iterations", "0", "--quiet"])
+            .args(extra)
+            .arg("-o")
+            .arg(d.join("m.safetensors"))
+            .output()
+            .unwrap()
+    };
+    let trained_on = || -> String {
+        let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+        meta["trained_on"].as_str().unwrap_or_default().to_string()
+    };
+    let mine = "libraries generated:5 on titanxp:1, 2 sets of 6 jobs";
+    let o = train(&["--library", "generated:5", "--jobs", "6", "--jobsets", "2", "--add-to-defaults"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let on = trained_on();
+    assert!(on.contains(mine), "{on}");
+    assert!(on.contains("libraries lucid on rtx3090:1, 5 sets of 30 jobs"), "{on}");
+    assert!(on.contains("libraries thesis on titanxp:1, 5 sets of 30 jobs"), "{on}");
+    let o = train(&["--library", "generated:5", "--jobs", "6", "--jobsets", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let on = trained_on();
+    assert!(on.contains(mine) && !on.contains("lucid"), "{on}");
+    std::fs::remove_file(d.join("m.safetensors")).unwrap();
+    let o = train(&["--add-to-defaults"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--add-to-defaults") && err.contains("--library"), "{err}");
+    assert!(!d.join("m.safetensors").exists());
+    thesis_agent_refuses(&d, "--add-to-defaults", "--quiet");
+}
+
 #[test]
 fn an_unknown_algorithm_is_refused_with_the_valid_ones() {
     let d = test_dir("algo");

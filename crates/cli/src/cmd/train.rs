@@ -34,7 +34,8 @@ pub struct Args {
     /// default training distribution (docs/RL.md: the thesis's, Lucid's and fifteen generated
     /// libraries on three clusters), unless any of --library, --gpus, --jobs, --arrival-rate
     /// is given, which makes one setting of them (defaults: the thesis library and six
-    /// generated ones, one Titan Xp, 30 jobs at t = 0).
+    /// generated ones, one Titan Xp, 30 jobs at t = 0), trained alone or, with
+    /// --add-to-defaults, beside the default distribution.
     #[arg(long)]
     library: Option<String>,
     /// Jobs per training job set (default 30).
@@ -74,6 +75,12 @@ pub struct Args {
     /// docs/RL.md). Default 1; 0 trains on mean JCT alone.
     #[arg(long, allow_negative_numbers = true)]
     makespan_guard: Option<f64>,
+    /// Scorer only, with --library/--gpus/--jobs/--arrival-rate: train on that setting *and*
+    /// the default distribution (docs/RL.md), not on that setting alone; --jobsets then
+    /// applies to that setting only. For apps of one's own, it keeps what the default
+    /// distribution teaches about apps never seen.
+    #[arg(long)]
+    add_to_defaults: bool,
     /// Episodes per job set per iteration (the baseline's N).
     #[arg(long, default_value_t = 8)]
     episodes: usize,
@@ -160,6 +167,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.makespan_guard.is_some() {
         anyhow::bail!("--makespan-guard weighs the scorer's look-ahead and rewards; `--algorithm thesis` has neither");
+    }
+    if a.add_to_defaults {
+        anyhow::bail!("--add-to-defaults extends the scorer's training distribution; `--algorithm thesis` has none");
     }
     let library_name = a.library.clone().unwrap_or_else(|| "thesis".into());
     let classes: Vec<WorkloadClass> =
@@ -284,8 +294,19 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     } else {
         st::default_settings()
     };
+    if a.add_to_defaults && !custom {
+        anyhow::bail!(
+            "--add-to-defaults adds a setting of --library/--gpus/--jobs/--arrival-rate to the default distribution; \
+             none of them is given"
+        );
+    }
     for s in &mut settings {
         s.jobsets = a.jobsets.unwrap_or(s.jobsets);
+    }
+    if a.add_to_defaults {
+        settings = st::default_settings().into_iter().chain(settings).collect();
+    }
+    for s in &settings {
         if s.libraries.is_empty() {
             anyhow::bail!("--library: no library named");
         }

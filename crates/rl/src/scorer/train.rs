@@ -20,6 +20,9 @@
 //!    iterations and at the last, the greedy policy runs on the validation job sets; the
 //!    weights with the lowest score (objective / the best rule's, per set) are kept.
 //!
+//! Under the JCT objective every cost above carries the recipe's makespan guard ([`Guard`]):
+//! a run whose makespan ends more than 1% over the best rule's on that set is charged for it.
+//!
 //! Every random choice comes from the seed: rollout `e` of job set `s` at iteration `k` samples
 //! with its own ChaCha stream, so results do not depend on the thread count.
 
@@ -118,6 +121,8 @@ pub struct ScorerRecipe {
     #[serde(default)]
     pub improvement_rounds: usize,
     /// Weight of the makespan guard under the JCT objective ([`Guard`]; 0: off, JCT alone).
+    /// 1 by default; a recipe written before the guard existed reads as 0, which is how it
+    /// trained.
     #[serde(default)]
     pub makespan_guard: f64,
 }
