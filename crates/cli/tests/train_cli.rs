@@ -170,14 +170,17 @@ fn improvement_rounds_run_for_the_scorer_and_are_refused_for_the_thesis_agent() 
     assert!(o.status.success(), "{err}");
     assert!(err.contains("improvement 1"), "{err}");
     assert!(d.join("m.safetensors").is_file());
-    thesis_agent_refuses(&d, "--improvement-rounds", "1");
+    thesis_agent_refuses(&d, &["--improvement-rounds", "1"]);
 }
 
-/// `train --algorithm thesis` with a scorer-only `flag` fails, names the flag and writes no
-/// model.
-fn thesis_agent_refuses(d: &Path, flag: &str, value: &str) {
+/// `train --algorithm thesis` with a scorer-only flag (`args[0]`, and its value) fails, names
+/// the flag and writes no model.
+fn thesis_agent_refuses(d: &Path, args: &[&str]) {
+    let flag = args[0];
     let o = Command::new(BIN)
-        .args(["train", "--algorithm", "thesis", "--iterations", "1", flag, value, "-o"])
+        .args(["train", "--algorithm", "thesis", "--iterations", "1"])
+        .args(args)
+        .arg("-o")
         .arg(d.join("t.safetensors"))
         .output()
         .unwrap();
@@ -208,7 +211,7 @@ fn the_makespan_guard_is_named_refused_when_bad_and_refused_for_the_thesis_agent
         assert!(!o.status.success() && err.contains("--makespan-guard"), "{bad}: {err}");
         assert!(!d.join("m.safetensors").exists(), "{bad}");
     }
-    thesis_agent_refuses(&d, "--makespan-guard", "1");
+    thesis_agent_refuses(&d, &["--makespan-guard", "1"]);
 }
 
 /// `--add-to-defaults`: the caller's setting joins the default distribution (the checkpoint
@@ -246,7 +249,7 @@ fn add_to_defaults_trains_on_the_callers_setting_and_the_default_distribution() 
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("--add-to-defaults") && err.contains("--library"), "{err}");
     assert!(!d.join("m.safetensors").exists());
-    thesis_agent_refuses(&d, "--add-to-defaults", "--quiet");
+    thesis_agent_refuses(&d, &["--add-to-defaults"]);
 }
 
 #[test]

@@ -29,13 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let draw = |class: WorkloadClass, seed: u64| -> Result<JobSet, Box<dyn std::error::Error>> {
         Ok(dqngpu_sim::draw(&library, class, jobs, seed, arrivals)?)
     };
-    let ep = |set: JobSet| Episode {
-        cluster: cluster.clone(),
-        library: library.clone(),
-        set,
-        max_slowdown: None,
-        guard: None,
-    };
+    let ep = |set: JobSet| Episode::new(cluster.clone(), library.clone(), set);
     let classes = WorkloadClass::ALL;
     let mut train_eps = Vec::new();
     for s in 0..10u64 {

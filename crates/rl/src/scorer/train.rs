@@ -66,6 +66,13 @@ pub struct Episode {
     pub guard: Option<Guard>,
 }
 
+impl Episode {
+    /// `set` on `cluster`, drawn from `library`: no budget of its own, no guard.
+    pub fn new(cluster: ClusterSpec, library: Arc<AppLibrary>, set: JobSet) -> Self {
+        Episode { cluster, library, set, max_slowdown: None, guard: None }
+    }
+}
+
 /// The budget an episode runs under: its own, else the task's.
 fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
     ep.max_slowdown.or(task.config.max_slowdown)
@@ -74,14 +81,6 @@ fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
 /// The simulator settings of an episode.
 fn config_of(task: &ScorerTask, ep: &Episode) -> SimConfig {
     SimConfig { max_slowdown: budget_of(task, ep), ..task.config.clone() }
-}
-
-/// Who decides in an evaluation: a rule as its authors wrote it, or a scorer told each
-/// episode's budget.
-#[derive(Clone, Copy)]
-enum Who<'a> {
-    Rule(&'a dyn Policy),
-    Scorer(&'a ScorerPolicy),
 }
 
 /// What the scorer trains on.
@@ -264,45 +263,26 @@ fn run(
     Ok(sim.finish())
 }
 
-/// `eps`, each with a guard of `weight` over the lowest mean JCT and the lowest makespan that
-/// `rules` reach there.
-fn guarded(
-    task: &ScorerTask,
-    eps: &[Episode],
-    rules: &[Box<dyn Policy>],
-    weight: f64,
-) -> Result<Vec<Episode>, RlError> {
-    let mut best = vec![(f64::INFINITY, f64::INFINITY); eps.len()];
-    for rule in rules {
-        let res = par_episodes(eps, |_, ep| run(task, ep, &mut |v| rule.decide(v)))?;
-        for (b, r) in best.iter_mut().zip(res) {
-            *b = (b.0.min(r.mean_jct_s), b.1.min(r.makespan_s));
-        }
-    }
-    Ok(eps
-        .iter()
-        .zip(best)
-        .map(|(e, (jct, makespan))| Episode { guard: Some(Guard { jct, makespan, weight }), ..e.clone() })
-        .collect())
+/// The makespan guard's weight, where it is on: under the JCT objective, with a positive
+/// weight and rules to measure against.
+fn guard_weight(objective: Objective, recipe: &ScorerRecipe, rules: &[Box<dyn Policy>]) -> Option<f64> {
+    (objective == Objective::Jct && recipe.makespan_guard > 0.0 && !rules.is_empty()).then_some(recipe.makespan_guard)
 }
 
-/// `task` with the recipe's makespan guard on every training and validation episode, or
-/// none where the guard is off or the objective is makespan itself.
-fn guarded_task(
-    task: &ScorerTask,
-    objective: Objective,
-    recipe: &ScorerRecipe,
-    rules: &[Box<dyn Policy>],
-) -> Result<Option<ScorerTask>, RlError> {
-    if recipe.makespan_guard <= 0.0 || objective != Objective::Jct || rules.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(ScorerTask {
-        train: guarded(task, &task.train, rules, recipe.makespan_guard)?,
-        validation: guarded(task, &task.validation, rules, recipe.makespan_guard)?,
-        interference: task.interference.clone(),
-        config: task.config.clone(),
-    }))
+/// `eps`, each with a guard of `weight` (none without one) over the lowest mean JCT and the
+/// lowest makespan of the rules' `runs` (rule-major) there.
+fn guarded(eps: &[Episode], runs: &[Vec<SimResult>], weight: Option<f64>) -> Vec<Episode> {
+    eps.iter()
+        .enumerate()
+        .map(|(k, e)| {
+            let guard = weight.map(|weight| Guard {
+                jct: runs.iter().map(|r| r[k].mean_jct_s).fold(f64::INFINITY, f64::min),
+                makespan: runs.iter().map(|r| r[k].makespan_s).fold(f64::INFINITY, f64::min),
+                weight,
+            });
+            Episode { guard, ..e.clone() }
+        })
+        .collect()
 }
 
 /// A rough cost of simulating `ep` (for scheduling only): its jobs' solo time, times its
@@ -320,14 +300,27 @@ fn par_episodes<T: Send>(
     costliest_first::map(eps, work, f).into_iter().collect()
 }
 
-/// The objective of `policy` on each of `eps`, in parallel.
-fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, who: Who<'_>) -> Result<Vec<f64>, RlError> {
+/// The objective of `policy` (told each episode's budget) on each of `eps`, in parallel.
+fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &ScorerPolicy) -> Result<Vec<f64>, RlError> {
     par_episodes(eps, |_, ep| {
-        simulate(task, ep, objective, &mut |v| match who {
-            Who::Rule(p) => p.decide(v),
-            Who::Scorer(s) => decide_best(v, &s.greedy, budget_of(task, ep), &s.mlp),
-        })
+        simulate(task, ep, objective, &mut |v| decide_best(v, &policy.greedy, budget_of(task, ep), &policy.mlp))
     })
+}
+
+/// Every rule's finished run on each of `eps` (rule-major). The one place the rules run: the
+/// guard's references, the teachers and the validation reference all read these runs.
+fn rule_runs(task: &ScorerTask, eps: &[Episode], rules: &[Box<dyn Policy>]) -> Result<Vec<Vec<SimResult>>, RlError> {
+    rules.iter().map(|rule| par_episodes(eps, |_, ep| run(task, ep, &mut |v| rule.decide(v)))).collect()
+}
+
+/// Each rule's objective on each of `eps` (rule-major), from its `runs` there.
+fn rule_costs(objective: Objective, eps: &[Episode], runs: &[Vec<SimResult>]) -> Vec<Vec<f64>> {
+    runs.iter().map(|r| eps.iter().zip(r).map(|(ep, res)| cost(objective, ep, res)).collect()).collect()
+}
+
+/// The lowest of `rule_costs` (rule-major) on each of `n` sets.
+fn lowest(rule_costs: &[Vec<f64>], n: usize) -> Vec<f64> {
+    (0..n).map(|k| rule_costs.iter().map(|c| c[k]).fold(f64::INFINITY, f64::min)).collect()
 }
 
 /// Imitation steps of one episode: `teacher` labels each decision; the teacher drives
@@ -629,20 +622,14 @@ fn fit_epochs(
 }
 
 /// Each training set's teacher: the index of the rule with the lowest objective there (the
-/// first on ties); records every rule's mean and the teachers' counts in `report`.
-fn teachers(
-    task: &ScorerTask,
-    objective: Objective,
-    rules: &[Box<dyn Policy>],
-    report: &mut ScorerReport,
-) -> Result<Vec<usize>, RlError> {
-    let mut per_set: Vec<Vec<f64>> = Vec::new();
-    for rule in rules {
-        let costs = par_episodes(&task.train, |_, ep| simulate(task, ep, objective, &mut |v| rule.decide(v)))?;
+/// first on ties), from `per_set` (each rule's objective on each training set); records every
+/// rule's mean and the teachers' counts in `report`.
+fn teachers(rules: &[Box<dyn Policy>], per_set: &[Vec<f64>], report: &mut ScorerReport) -> Vec<usize> {
+    for (rule, costs) in rules.iter().zip(per_set) {
         report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
-        per_set.push(costs);
     }
-    let teacher_of: Vec<usize> = (0..task.train.len())
+    let sets = per_set.first().map_or(0, Vec::len);
+    let teacher_of: Vec<usize> = (0..sets)
         .map(|e| (0..rules.len()).min_by(|&a, &b| per_set[a][e].total_cmp(&per_set[b][e]).then(a.cmp(&b))).unwrap_or(0))
         .collect();
     let mut counts: Vec<String> = Vec::new();
@@ -653,7 +640,7 @@ fn teachers(
         }
     }
     report.expert = counts.join(", ");
-    Ok(teacher_of)
+    teacher_of
 }
 
 /// Policy-gradient iteration `it`: sampled rollouts on its window of job sets, advantages
@@ -732,24 +719,26 @@ pub fn train(
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
     let rules = rules_of(recipe, cfg.seed)?;
-    // The guard's references come from the same rules (one more run of each per set).
-    let guarded = guarded_task(task, objective, recipe, &rules)?;
-    let task = guarded.as_ref().unwrap_or(task);
-    // Each rule runs the validation sets once: the reference is their minimum per set, and
-    // the best single rule's score comes from the same runs.
-    let mut rule_costs = Vec::with_capacity(rules.len());
-    for rule in &rules {
-        rule_costs.push(costs(task, &task.validation, objective, Who::Rule(rule.as_ref()))?);
-    }
-    let reference: Vec<f64> =
-        (0..task.validation.len()).map(|k| rule_costs.iter().map(|c| c[k]).fold(f64::INFINITY, f64::min)).collect();
-    let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, Who::Scorer(p));
-    report.expert_validation = rule_costs.iter().map(|c| ratio_mean(c, &reference)).fold(f64::INFINITY, f64::min);
+    // Each rule runs every set once: the guard's references, the validation reference (their
+    // minimum per set), the best single rule's score and the teachers come from these runs.
+    let train_runs = rule_runs(task, &task.train, &rules)?;
+    let validation_runs = rule_runs(task, &task.validation, &rules)?;
+    let weight = guard_weight(objective, recipe, &rules);
+    let task = &ScorerTask {
+        train: guarded(&task.train, &train_runs, weight),
+        validation: guarded(&task.validation, &validation_runs, weight),
+        interference: task.interference.clone(),
+        config: task.config.clone(),
+    };
+    let validation_costs = rule_costs(objective, &task.validation, &validation_runs);
+    let reference = lowest(&validation_costs, task.validation.len());
+    let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, p);
+    report.expert_validation = validation_costs.iter().map(|c| ratio_mean(c, &reference)).fold(f64::INFINITY, f64::min);
     report.untrained_validation = validate(&untrained)?;
     let mut best = (report.untrained_validation, untrained, "untrained".to_string());
 
     // 1. The teachers: on each training set, the rule with the lowest objective there.
-    let teacher_of = teachers(task, objective, &rules, &mut report)?;
+    let teacher_of = teachers(&rules, &rule_costs(objective, &task.train, &train_runs), &mut report);
     let mut stage_start = Instant::now();
     let mut stage = |report: &mut ScorerReport, name: &str| {
         report.stage_s.push((name.to_string(), stage_start.elapsed().as_secs_f64()));
@@ -914,20 +903,14 @@ fn rules_of(recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, Rl
     recipe.experts.iter().map(|name| Ok(dqngpu_policy::by_name(name, seed)?)).collect()
 }
 
-/// The lowest objective any of `rules` reaches on each validation set.
-fn reference_costs(task: &ScorerTask, objective: Objective, rules: &[Box<dyn Policy>]) -> Result<Vec<f64>, RlError> {
-    let mut reference = vec![f64::INFINITY; task.validation.len()];
-    for rule in rules {
-        for (r, v) in reference.iter_mut().zip(costs(task, &task.validation, objective, Who::Rule(rule.as_ref()))?) {
-            *r = r.min(v);
-        }
-    }
-    Ok(reference)
-}
-
 /// Mean over the validation sets of `policy`'s objective / `reference`.
-fn normalised(task: &ScorerTask, objective: Objective, reference: &[f64], who: Who<'_>) -> Result<f64, RlError> {
-    Ok(ratio_mean(&costs(task, &task.validation, objective, who)?, reference))
+fn normalised(
+    task: &ScorerTask,
+    objective: Objective,
+    reference: &[f64],
+    policy: &ScorerPolicy,
+) -> Result<f64, RlError> {
+    Ok(ratio_mean(&costs(task, &task.validation, objective, policy)?, reference))
 }
 
 /// Mean of `costs[k] / reference[k]` (1 where the reference is not a positive number).
@@ -946,10 +929,10 @@ pub fn validation_score(
     policy: &ScorerPolicy,
 ) -> Result<f64, RlError> {
     let rules = rules_of(recipe, 0)?;
-    let guarded = guarded_task(task, objective, recipe, &rules)?;
-    let task = guarded.as_ref().unwrap_or(task);
-    let reference = reference_costs(task, objective, &rules)?;
-    normalised(task, objective, &reference, Who::Scorer(policy))
+    let runs = rule_runs(task, &task.validation, &rules)?;
+    let validation = guarded(&task.validation, &runs, guard_weight(objective, recipe, &rules));
+    let reference = lowest(&rule_costs(objective, &validation, &runs), validation.len());
+    Ok(ratio_mean(&costs(task, &validation, objective, policy)?, &reference))
 }
 
 /// First seed of the scorer's training job sets under `seed`: 100,000 + 1,000 x seed (set `i`
@@ -985,13 +968,7 @@ pub fn episodes(
             // still cover every class over the libraries.
             let class = classes[(k * count + i) % classes.len()];
             let set = dqngpu_sim::draw(library, class, jobs, first_seed.wrapping_add(i as u64), arrivals)?;
-            out.push(Episode {
-                cluster: cluster.clone(),
-                library: library.clone(),
-                set,
-                max_slowdown: None,
-                guard: None,
-            });
+            out.push(Episode::new(cluster.clone(), library.clone(), set));
         }
     }
     Ok(out)
@@ -1156,9 +1133,9 @@ mod tests {
         assert_eq!(Guard { makespan: 0.0, ..g }.penalty(1110.0), 0.0);
     }
 
-    /// The guarded task puts on every episode the lowest mean JCT and the lowest makespan
-    /// the rules reach there (possibly from different rules), and no guard at weight 0 or under
-    /// the makespan objective.
+    /// `guarded` puts on every episode the lowest mean JCT and the lowest makespan the rules
+    /// reach there (possibly from different rules); there is no guard at weight 0, under the
+    /// makespan objective or without rules.
     #[test]
     fn the_guard_holds_the_best_rules_jct_and_makespan_per_episode() {
         let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
@@ -1175,11 +1152,14 @@ mod tests {
         let recipe = ScorerRecipe::default();
         let rules = rules_of(&recipe, 1).unwrap();
         let off = ScorerRecipe { makespan_guard: 0.0, ..recipe.clone() };
-        assert!(guarded_task(&task, Objective::Jct, &off, &rules).unwrap().is_none());
-        assert!(guarded_task(&task, Objective::Makespan, &recipe, &rules).unwrap().is_none());
-        let g = guarded_task(&task, Objective::Jct, &recipe, &rules).unwrap().unwrap();
-        assert_eq!((g.train.len(), g.validation.len()), (5, 2));
-        for (ep, plain) in g.train.iter().zip(&task.train) {
+        assert!(guard_weight(Objective::Jct, &off, &rules).is_none());
+        assert!(guard_weight(Objective::Makespan, &recipe, &rules).is_none());
+        assert!(guard_weight(Objective::Jct, &recipe, &[]).is_none());
+        let runs = rule_runs(&task, &task.train, &rules).unwrap();
+        assert!(guarded(&task.train, &runs, None).iter().all(|e| e.guard.is_none()));
+        let g = guarded(&task.train, &runs, guard_weight(Objective::Jct, &recipe, &rules));
+        assert_eq!(g.len(), 5);
+        for (ep, plain) in g.iter().zip(&task.train) {
             let guard = ep.guard.expect("every training episode is guarded");
             assert_eq!(guard.weight, recipe.makespan_guard);
             let runs: Vec<SimResult> = rules.iter().map(|r| run(&task, plain, &mut |v| r.decide(v)).unwrap()).collect();
