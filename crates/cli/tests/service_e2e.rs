@@ -183,3 +183,20 @@ fn kill_9_restarts_lose_no_job_and_rerun_none() {
         assert_eq!(effects_of.get(&id), Some(&ok), "job {id}: side effects vs successful attempts; {d}");
     }
 }
+
+/// `serve --interference` takes the names `simulate` does, and an unknown one is refused before
+/// anything starts, naming the flag and the valid names.
+#[test]
+fn an_unknown_interference_model_is_refused_naming_the_valid_ones() {
+    let data = test_dir("bad-interference");
+    let out = Command::new(BIN)
+        .args(["serve", "--gpus", "titanxp:1", "--max-slowdown", "10", "--interference", "contention-a100"])
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--interference") && err.contains("contention-h100"), "{err}");
+    assert!(!data.join("dqngpu.sqlite").exists(), "nothing should start: {err}");
+}

@@ -346,9 +346,9 @@ impl Placer {
         // applies it: groups predicted to slow a job on their GPU past it wait.
         let decision = match self.core.cfg.max_slowdown {
             Some(b) => {
-                let model = dqngpu_interference::Contention::new(dqngpu_interference::ContentionParams::FITTED);
+                let model = &*self.core.cfg.budget_model.0;
                 let (kept, refused) =
-                    dqngpu_sim::budget::within_budget(view.now_s, view.gpus, view.queue, &decision, &model, b, 1.0);
+                    dqngpu_sim::budget::within_budget(view.now_s, view.gpus, view.queue, &decision, model, b, 1.0);
                 if refused > 0 {
                     self.core.metrics.budget_refusals.fetch_add(refused as u64, std::sync::atomic::Ordering::Relaxed);
                     let detail = format!(

@@ -30,8 +30,8 @@ pub struct Args {
     /// Virtual GPUs when no NVIDIA driver is present, e.g. `titanxp:2` (one node).
     #[arg(long)]
     gpus: Option<String>,
-    /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, random) or an RL agent
-    /// with --model [default: tetris].
+    /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, sjf-bestfit, lucid, greedy,
+    /// random) or an RL agent (dqngpu, deeprm-max, deeprm-mean) with --model [default: tetris].
     #[arg(long)]
     scheduler: Option<String>,
     /// Checkpoint of a trained RL agent.
@@ -56,10 +56,14 @@ pub struct Args {
     #[arg(long)]
     mps_thread_pct: Option<u8>,
     /// Slowdown budget for every policy, percent, or `off` [default: off]: a group predicted
-    /// (contention model) to slow a job on its GPU past it is not started, as `simulate
+    /// (by the --interference model) to slow a job on its GPU past it is not started, as `simulate
     /// --max-slowdown` does; the DqnGPU scorer chooses within it.
     #[arg(long, value_name = "PCT|off")]
     max_slowdown: Option<String>,
+    /// Interference model the slowdown budget predicts with: contention, contention-h100
+    /// (fitted on an H100, time-sliced), measured or none [default: contention].
+    #[arg(long)]
+    interference: Option<String>,
     /// Per-request time limit, seconds [default: 10].
     #[arg(long)]
     request_timeout_s: Option<u64>,
@@ -99,6 +103,7 @@ struct FileConfig {
     max_retries: Option<u32>,
     mps_thread_pct: Option<u8>,
     max_slowdown: Option<String>,
+    interference: Option<String>,
     request_timeout_s: Option<u64>,
 }
 
@@ -155,6 +160,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cfg.max_retries = n;
     }
     cfg.max_slowdown = max_slowdown;
+    if let Some(name) = args.interference.or(file.interference) {
+        let model = dqngpu_interference::by_name(&name).context("--interference")?;
+        cfg.budget_model = dqngpu_service::BudgetModel(std::sync::Arc::from(model));
+    }
     cfg.mps_thread_pct = args.mps_thread_pct.or(file.mps_thread_pct);
     if cfg.mps_thread_pct.is_some_and(|p| p == 0 || p > 100) {
         anyhow::bail!("--mps-thread-pct must be 1..=100");

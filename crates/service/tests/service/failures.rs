@@ -107,41 +107,64 @@ impl dqngpu_model::Policy for PackAll {
     }
 }
 
+/// Two jobs of a GPU-saturating app, submitted together (before the loop's next pass, so the
+/// policy sees both at once), under `PackAll` and a 10% budget predicted by `model` (`None`:
+/// the default). Returns both jobs' final views, the metrics text and the data directory.
+async fn two_busy_jobs_packed(
+    dir: &std::path::Path,
+    model: Option<dqngpu_service::BudgetModel>,
+) -> (serde_json::Value, serde_json::Value, String, std::path::PathBuf) {
+    use crate::util::{call, config, profile_json};
+    let data = dir.join("data");
+    let mut cfg = config(data.clone(), "titanxp:1");
+    cfg.max_slowdown = Some(0.10);
+    if let Some(m) = model {
+        cfg.budget_model = m;
+    }
+    let service = dqngpu_service::Service::start(cfg, std::sync::Arc::new(PackAll), None).unwrap();
+    let router = service.router(&dqngpu_service::HttpConfig::default());
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("busy", 1000.0, 100.0, 30)), &[]).await;
+    assert_eq!(s, axum::http::StatusCode::CREATED);
+    let a = submit(&router, "busy", &["sleep", "0.3"]).await;
+    let b = submit(&router, "busy", &["sleep", "0.3"]).await;
+    let va = wait_final(&router, a).await;
+    let vb = wait_final(&router, b).await;
+    assert_eq!((va["state"].as_str(), vb["state"].as_str()), (Some("succeeded"), Some("succeeded")), "{va} {vb}");
+    let (_, m) = call(&router, "GET", "/metrics", None, &[]).await;
+    service.stop().await;
+    (va, vb, m.as_str().unwrap().to_string(), data)
+}
+
+/// The budget refusals the metrics text counts.
+fn budget_refusals(metrics: &str) -> u64 {
+    metrics.lines().find_map(|l| l.strip_prefix("dqngpu_budget_refusals_total ")).and_then(|v| v.parse().ok()).unwrap()
+}
+
 /// Issue 10 item 2: `serve --max-slowdown` applies the simulator's budget to every policy. Two
 /// GPU-saturating jobs packed together would each run at about half speed: the group is
 /// refused (counted, logged), the liveness rule starts the older alone, and the other runs
 /// after it, never beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowdown_budget_keeps_a_slowing_group_from_starting() {
-    use crate::util::{call, config, profile_json};
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mut cfg = config(data.clone(), "titanxp:1");
-    cfg.max_slowdown = Some(0.10);
-    let service = dqngpu_service::Service::start(cfg, std::sync::Arc::new(PackAll), None).unwrap();
-    let router = service.router(&dqngpu_service::HttpConfig::default());
-    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("busy", 1000.0, 100.0, 30)), &[]).await;
-    assert_eq!(s, axum::http::StatusCode::CREATED);
-    // Submitted before the loop's next pass, so the policy sees both at once.
-    let a = submit(&router, "busy", &["sleep", "0.3"]).await;
-    let b = submit(&router, "busy", &["sleep", "0.3"]).await;
-    let va = wait_final(&router, a).await;
-    let vb = wait_final(&router, b).await;
-    assert_eq!((va["state"].as_str(), vb["state"].as_str()), (Some("succeeded"), Some("succeeded")), "{va} {vb}");
+    let (va, vb, m, data) = two_busy_jobs_packed(dir.path(), None).await;
     let (a_end, b_start) =
         (va["history"][0]["finished_at"].as_f64().unwrap(), vb["history"][0]["started_at"].as_f64().unwrap());
     assert!(b_start >= a_end - 1e-3, "b started at {b_start} beside a (ended {a_end})");
     assert!(vb["history"][0]["co_apps"].as_array().unwrap().is_empty(), "{vb}");
-    let (_, m) = call(&router, "GET", "/metrics", None, &[]).await;
-    let m = m.as_str().unwrap().to_string();
-    let refusals: u64 = m
-        .lines()
-        .find_map(|l| l.strip_prefix("dqngpu_budget_refusals_total "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    assert!(refusals >= 1, "{m}");
-    service.stop().await;
+    assert!(budget_refusals(&m) >= 1, "{m}");
     let db = rusqlite::Connection::open(data.join("dqngpu.sqlite")).unwrap();
     let n: i64 = db.query_row("SELECT COUNT(*) FROM events WHERE kind = 'budget_refusal'", [], |r| r.get(0)).unwrap();
     assert!(n >= 1);
+}
+
+/// `serve --interference`: the budget predicts with the model it is given. With `none` (no job
+/// slows another), the same pair the contention model refuses above starts together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_predicts_with_the_model_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dqngpu_service::BudgetModel(dqngpu_interference::by_name("none").unwrap().into());
+    let (_, vb, m, _) = two_busy_jobs_packed(dir.path(), Some(none)).await;
+    assert_eq!(vb["history"][0]["co_apps"].as_array().unwrap().len(), 1, "b ran beside a: {vb}");
+    assert_eq!(budget_refusals(&m), 0, "{m}");
 }
