@@ -214,6 +214,26 @@ fn the_makespan_guard_is_named_refused_when_bad_and_refused_for_the_thesis_agent
     thesis_agent_refuses(&d, &["--makespan-guard", "1"]);
 }
 
+/// `--restarts`: the scorer trains again from other initial weights and keeps the one best on
+/// validation, naming the restarts in its report and checkpoint; 0 is refused before
+/// training, and so is the flag for the thesis's agent.
+#[test]
+fn restarts_are_named_refused_at_zero_and_refused_for_the_thesis_agent() {
+    let d = test_dir("restarts");
+    let o = scorer(&d, &["--restarts", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("restart 1 imitation"), "{err}");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let on = meta["trained_on"].as_str().unwrap_or_default();
+    assert!(on.contains("restarts 2 (validation "), "{on}");
+    std::fs::remove_file(d.join("m.safetensors")).unwrap();
+    let o = scorer(&d, &["--restarts", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--restarts"), "{err}");
+    assert!(!d.join("m.safetensors").exists());
+    thesis_agent_refuses(&d, &["--restarts", "2"]);
+}
+
 /// `--add-to-defaults`: the caller's setting joins the default distribution (the checkpoint
 /// lists both, and --jobsets sizes the caller's only); without a setting of the caller's, or
 /// for the thesis's agent, it is refused by name.

@@ -182,6 +182,7 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
     let recipe = ScorerRecipe {
         improvement_rounds: t.scorer_improvement_rounds as usize,
         makespan_guard: t.scorer_makespan_guard,
+        restarts: t.scorer_restarts as usize,
         ..ScorerRecipe::default()
     };
     let (policy, report, curve) = st::train(&task, &tc, &recipe, &mut |s| {

@@ -206,6 +206,9 @@ pub struct TrainingConfig {
     /// Weight of the scorer's makespan guard under the JCT objective (docs/RL.md: a run is
     /// charged for makespan more than 1% over the best rule's). 0: off.
     pub scorer_makespan_guard: f64,
+    /// The scorer's restarts: trainings from other initial weights on the same sets, the one
+    /// best on validation kept (docs/RL.md). At least 1.
+    pub scorer_restarts: u64,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -336,6 +339,7 @@ impl Default for TrainingConfig {
             scorer_objective: dqngpu_rl::reinforce::Objective::Jct,
             scorer_improvement_rounds: 1,
             scorer_makespan_guard: 1.0,
+            scorer_restarts: 1,
         }
     }
 }
@@ -500,6 +504,9 @@ impl ExperimentConfig {
         let guard = self.training.scorer_makespan_guard;
         if !(guard.is_finite() && guard >= 0.0) {
             return Err(bad("training.scorer_makespan_guard", format!("{guard} is not a weight >= 0")));
+        }
+        if self.training.scorer_restarts == 0 {
+            return Err(bad("training.scorer_restarts", "0: at least one training must run".into()));
         }
         if self.training.episodes == 0 || self.training.jobsets_per_iter == 0 {
             return Err(bad("training.episodes", "episodes and jobsets_per_iter must be at least 1".into()));
@@ -675,6 +682,8 @@ mod tests {
         assert!(e.contains("step_s"), "{e}");
         let e = ExperimentConfig::from_toml("[training]\nscorer_makespan_guard = -0.5\n", p).unwrap_err().to_string();
         assert!(e.contains("training.scorer_makespan_guard") && e.contains("-0.5"), "{e}");
+        let e = ExperimentConfig::from_toml("[training]\nscorer_restarts = 0\n", p).unwrap_err().to_string();
+        assert!(e.contains("training.scorer_restarts"), "{e}");
     }
 
     proptest! {

@@ -240,6 +240,29 @@ fn an_improvement_round_never_ends_worse_on_validation() {
     assert!((again - r1.final_validation).abs() < 1e-9);
 }
 
+/// Restarts train again from other initial weights on the same sets and keep the one best on
+/// validation. Restart 0 is the training with one restart, so two never end worse; the report
+/// gives each restart's score, which one was kept, and every restart's stages.
+#[test]
+fn restarts_keep_the_best_on_validation_and_never_end_worse() {
+    let task = small_task(5);
+    let one =
+        ScorerRecipe { imitation_epochs: 10, lookahead_top_k: 3, improvement_rounds: 0, ..ScorerRecipe::default() };
+    let two = ScorerRecipe { restarts: 2, ..one.clone() };
+    let (_, r1, _) = train::train(&task, &small_config(2), &one, &mut |_| true).unwrap();
+    let (p2, r2, _) = train::train(&task, &small_config(2), &two, &mut |_| true).unwrap();
+    assert_eq!(r1.restart_validation, vec![r1.final_validation]);
+    assert_eq!(r2.restart_validation.len(), 2, "{r2:?}");
+    assert_eq!(r2.restart_validation[0], r1.final_validation, "restart 0 is the single training");
+    let lowest = r2.restart_validation.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(r2.final_validation, lowest);
+    assert_eq!(r2.restart_validation[r2.kept_restart], lowest);
+    assert!(r2.kept.starts_with(&format!("restart {} ", r2.kept_restart)), "{r2:?}");
+    assert!(r2.stage_s.iter().any(|(name, _)| name.starts_with("restart 1 ")), "{:?}", r2.stage_s);
+    let again = train::validation_score(&task, Objective::Jct, &two, &p2).unwrap();
+    assert!((again - r2.final_validation).abs() < 1e-9, "{again} vs {r2:?}");
+}
+
 /// Issue 10: with a 10% budget the scorer is offered only groups the budget admits, and no
 /// job of any class ends slower than 1.10 (one and two GPUs, jobs at t = 0 and arriving).
 #[test]

@@ -75,6 +75,10 @@ pub struct Args {
     /// docs/RL.md). Default 1; 0 trains on mean JCT alone.
     #[arg(long, allow_negative_numbers = true)]
     makespan_guard: Option<f64>,
+    /// Scorer only: trainings from other initial weights on the same sets; the one best on
+    /// validation is kept (docs/RL.md). Default 1; each adds about a training's time.
+    #[arg(long)]
+    restarts: Option<usize>,
     /// Scorer only, with --library/--gpus/--jobs/--arrival-rate: train on that setting *and*
     /// the default distribution (docs/RL.md), not on that setting alone; --jobsets then
     /// applies to that setting only. For apps of one's own, it keeps what the default
@@ -167,6 +171,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.makespan_guard.is_some() {
         anyhow::bail!("--makespan-guard weighs the scorer's look-ahead and rewards; `--algorithm thesis` has neither");
+    }
+    if a.restarts.is_some() {
+        anyhow::bail!("--restarts repeats the scorer's training; `--algorithm thesis` has no validation to choose by");
     }
     if a.add_to_defaults {
         anyhow::bail!("--add-to-defaults extends the scorer's training distribution; `--algorithm thesis` has none");
@@ -344,9 +351,14 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     if !(makespan_guard.is_finite() && makespan_guard >= 0.0) {
         anyhow::bail!("--makespan-guard {makespan_guard}: expected a weight >= 0 (0 turns the guard off)");
     }
+    let restarts = a.restarts.unwrap_or(defaults.restarts);
+    if restarts == 0 {
+        anyhow::bail!("--restarts 0: at least one training must run");
+    }
     let recipe = ScorerRecipe {
         improvement_rounds: a.improvement_rounds.unwrap_or(defaults.improvement_rounds),
         makespan_guard,
+        restarts,
         ..defaults
     };
     let (policy, report, curve) = st::train(&task, &cfg, &recipe, &mut |s| {
@@ -365,8 +377,8 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         train: cfg,
         trained_on: format!(
             "settings [{}], classes {}, interference {}, training seeds from {base}, budget {}; improvement rounds \
-             {}, makespan guard {}; teachers {}; validation (objective / best rule's, 1 = as good): best rule {:.4}, \
-             untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
+             {}, makespan guard {}, restarts {} (validation {}, kept restart {}); teachers {}; validation \
+             (objective / best rule's, 1 = as good): best rule {:.4}, untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
             settings
                 .iter()
                 .map(|s| format!(
@@ -385,6 +397,9 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
             a.max_slowdown.as_deref().unwrap_or("off"),
             recipe.improvement_rounds,
             recipe.makespan_guard,
+            recipe.restarts,
+            report.restart_validation.iter().map(|v| format!("{v:.4}")).collect::<Vec<_>>().join(", "),
+            report.kept_restart,
             report.expert,
             report.expert_validation,
             report.untrained_validation,

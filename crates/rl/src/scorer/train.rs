@@ -124,6 +124,15 @@ pub struct ScorerRecipe {
     /// trained.
     #[serde(default)]
     pub makespan_guard: f64,
+    /// Trainings from different initial weights and draws (steps 2-6, on the same sets and
+    /// rule runs); the one with the best validation score is kept. Restart 0 is the
+    /// training with one restart, so more never end worse on validation.
+    #[serde(default = "one")]
+    pub restarts: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for ScorerRecipe {
@@ -141,6 +150,7 @@ impl Default for ScorerRecipe {
             lookahead_top_k: 6,
             improvement_rounds: 1,
             makespan_guard: 1.0,
+            restarts: 1,
         }
     }
 }
@@ -170,9 +180,16 @@ pub struct ScorerReport {
     pub lookahead_steps: usize,
     /// Validation objective after each look-ahead round.
     pub lookahead_validation: Vec<f64>,
-    /// Wall time of each stage, s (`rules`, `imitation`, `lookahead`, `policy gradient`).
+    /// Wall time of each stage, s (`rules`, `imitation`, `lookahead`, `policy gradient`),
+    /// every restart's in turn.
     #[serde(default)]
     pub stage_s: Vec<(String, f64)>,
+    /// Each restart's kept validation score, in order.
+    #[serde(default)]
+    pub restart_validation: Vec<f64>,
+    /// The restart whose weights were kept (0: the first).
+    #[serde(default)]
+    pub kept_restart: usize,
 }
 
 /// A recorded choice: its rows, and the taken row (policy gradient) or the labelled rows
@@ -709,13 +726,12 @@ pub fn train(
     }
     let started = Instant::now();
     let objective = cfg.objective;
-    let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
     let mut report = ScorerReport::default();
-    let untrained = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
     if cfg.iterations == 0 {
+        let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
+        let untrained = ScorerPolicy::new(net)?.with_budget(task.config.max_slowdown);
         return Ok((untrained, report, Vec::new()));
     }
-    let greedy = Greedy::default();
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
     let rules = rules_of(recipe, cfg.seed)?;
@@ -734,17 +750,73 @@ pub fn train(
     let reference = lowest(&validation_costs, task.validation.len());
     let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, p);
     report.expert_validation = validation_costs.iter().map(|c| ratio_mean(c, &reference)).fold(f64::INFINITY, f64::min);
-    report.untrained_validation = validate(&untrained)?;
-    let mut best = (report.untrained_validation, untrained, "untrained".to_string());
-
     // 1. The teachers: on each training set, the rule with the lowest objective there.
     let teacher_of = teachers(&rules, &rule_costs(objective, &task.train, &train_runs), &mut report);
+    report.stage_s.push(("rules".into(), started.elapsed().as_secs_f64()));
+    let shared = Shared { task, rules: &rules, teacher_of: &teacher_of, validate: &validate, started };
+    // Restarts (steps 2-6 from other initial weights and draws, on the same sets): the one
+    // with the best validation score is kept.
+    let mut kept: Option<(ScorerPolicy, ScorerReport, Vec<IterStats>)> = None;
+    let (mut stage_s, mut restart_validation) = (report.stage_s.clone(), Vec::new());
+    for k in 0..recipe.restarts.max(1) {
+        let cfg = &TrainConfig { seed: cfg.seed.wrapping_add(RESTART_SEED_STEP * k as u64), ..cfg.clone() };
+        let fresh = ScorerReport { stage_s: Vec::new(), ..report.clone() };
+        let (policy, run, curve, go_on) = train_run(&shared, cfg, recipe, fresh, on_iter)?;
+        let tag = if recipe.restarts > 1 { format!("restart {k} ") } else { String::new() };
+        stage_s.extend(run.stage_s.iter().map(|(name, t)| (format!("{tag}{name}"), *t)));
+        restart_validation.push(run.final_validation);
+        if kept.as_ref().is_none_or(|b| run.final_validation < b.1.final_validation) {
+            kept = Some((policy, ScorerReport { kept_restart: k, ..run }, curve));
+        }
+        if !go_on {
+            break;
+        }
+    }
+    let (policy, mut report, curve) = kept.expect("at least one restart runs");
+    report.stage_s = stage_s;
+    report.restart_validation = restart_validation;
+    if recipe.restarts > 1 {
+        report.kept = format!("restart {} {}", report.kept_restart, report.kept);
+    }
+    Ok((policy, report, curve))
+}
+
+/// Seed offset between restarts (restart 0 keeps the caller's seed).
+const RESTART_SEED_STEP: u64 = 7_919;
+
+/// What every restart of a training shares: the guarded task, the rules and each training
+/// set's teacher, the validation, the training's start.
+struct Shared<'a> {
+    task: &'a ScorerTask,
+    rules: &'a [Box<dyn Policy>],
+    teacher_of: &'a [usize],
+    validate: &'a dyn Fn(&ScorerPolicy) -> Result<f64, RlError>,
+    started: Instant,
+}
+
+/// Steps 2-6 of a training from `cfg.seed`'s initial weights: imitation, look-ahead, policy
+/// gradient, improvement rounds, keeping the best on validation. Returns the kept policy, the
+/// report (`report` filled in), the policy-gradient curve, and false when `on_iter` asked to
+/// stop.
+fn train_run(
+    sh: &Shared<'_>,
+    cfg: &TrainConfig,
+    recipe: &ScorerRecipe,
+    mut report: ScorerReport,
+    on_iter: &mut dyn FnMut(&IterStats) -> bool,
+) -> Result<(ScorerPolicy, ScorerReport, Vec<IterStats>, bool), RlError> {
+    let (task, rules, teacher_of, validate, started) = (sh.task, sh.rules, sh.teacher_of, sh.validate, sh.started);
+    let objective = cfg.objective;
+    let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
+    let untrained = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+    let greedy = Greedy::default();
+    report.untrained_validation = validate(&untrained)?;
+    let mut best = (report.untrained_validation, untrained, "untrained".to_string());
     let mut stage_start = Instant::now();
     let mut stage = |report: &mut ScorerReport, name: &str| {
         report.stage_s.push((name.to_string(), stage_start.elapsed().as_secs_f64()));
         stage_start = Instant::now();
     };
-    report.stage_s.push(("rules".into(), started.elapsed().as_secs_f64()));
     let learning = Learning { net: &net, greedy: &greedy, objective, recipe };
     let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
     if !rules.is_empty() {
@@ -777,7 +849,7 @@ pub fn train(
                 }
             };
             report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base)?;
-            let v = keep_if_better(task, &net, &validate, &mut best, format!("lookahead {}", round + 1))?;
+            let v = keep_if_better(task, &net, validate, &mut best, format!("lookahead {}", round + 1))?;
             report.lookahead_validation.push(v);
         }
         stage(&mut report, "lookahead");
@@ -785,7 +857,7 @@ pub fn train(
 
     // 3. Policy gradient.
     let mut curve = Vec::new();
-    let mut go_on = pg_stage(task, cfg, &learning, started, "pg", &validate, &mut best, &mut curve, on_iter)?;
+    let mut go_on = pg_stage(task, cfg, &learning, started, "pg", validate, &mut best, &mut curve, on_iter)?;
     stage(&mut report, "policy gradient");
     // 4. Improvement rounds (optional): search over the trained scorer, then policy gradient.
     for round in 0..recipe.improvement_rounds {
@@ -797,15 +869,15 @@ pub fn train(
         let base = best.1.clone();
         report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &|_| &base)?;
         let name = format!("improvement {}", round + 1);
-        let v = keep_if_better(task, &net, &validate, &mut best, format!("{name} lookahead"))?;
+        let v = keep_if_better(task, &net, validate, &mut best, format!("{name} lookahead"))?;
         report.lookahead_validation.push(v);
         go_on =
-            pg_stage(task, cfg, &learning, started, &format!("{name} pg"), &validate, &mut best, &mut curve, on_iter)?;
+            pg_stage(task, cfg, &learning, started, &format!("{name} pg"), validate, &mut best, &mut curve, on_iter)?;
         stage(&mut report, &name);
     }
     report.final_validation = best.0;
     report.kept = best.2;
-    Ok((best.1, report, curve))
+    Ok((best.1, report, curve, go_on))
 }
 
 /// What every learning stage shares: the network, the greedy predictor, the objective and the
