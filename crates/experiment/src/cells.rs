@@ -62,7 +62,7 @@ pub fn run(
             |e: ExperimentError| ExperimentError::Run { what: format!("cell `{}`", cell.name), message: e.to_string() };
         let setup = Setup::new(&c).map_err(named)?;
         let budget = cell.max_slowdown_pct.map(|p| p / 100.0);
-        let make_policy = |name: &str, seed: u64| crate::policy_for(trained, name, seed, budget);
+        let make_policy = |name: &str, seed: u64| crate::policy_for(trained, name, seed, budget, &setup);
         let (runs, _) = runner::evaluate(&c, &setup, schedulers, &make_policy, bar).map_err(named)?;
         let mut rows = results::summarise(&runs, &c.workloads.classes, schedulers, training);
         label(&mut rows, cell);

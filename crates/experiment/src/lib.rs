@@ -59,7 +59,7 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let budget = cfg.max_slowdown_pct.map(|p| p / 100.0);
-    let factory = |name: &str, seed: u64| policy_for(&trained, name, seed, budget);
+    let factory = |name: &str, seed: u64| policy_for(&trained, name, seed, budget, &setup);
     let (runs, timelines) = runner::evaluate(cfg, &setup, &evaluated, &factory, &bar)?;
 
     let training: Vec<results::TrainingRecord> = trained.iter().map(|a| a.record.clone()).collect();
@@ -88,17 +88,21 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
     })
 }
 
-/// The policy called `name` for a run on job set `seed` under a slowdown budget (a fraction):
-/// a trained agent (the scorer choosing within the budget), else a heuristic.
+/// The policy called `name` for a run on job set `seed` under a slowdown budget (a fraction)
+/// and the setup's interference model: a trained agent (the scorer choosing within what they
+/// admit), else a heuristic.
 pub(crate) fn policy_for<'a>(
     trained: &'a [agents::TrainedAgent],
     name: &str,
     seed: u64,
     budget: Option<f64>,
+    setup: &runner::Setup,
 ) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
     match trained.iter().find(|a| a.name == name) {
         Some(a) => match &a.policy {
-            agents::AgentPolicy::Scorer(s) => Ok(Box::new(s.clone().with_budget(budget))),
+            agents::AgentPolicy::Scorer(s) => {
+                Ok(Box::new(s.clone().with_budget(budget).with_model(setup.interference.clone())))
+            }
             agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },
         None => Ok(dqngpu_policy::by_name(name, seed)?),

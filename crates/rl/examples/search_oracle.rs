@@ -51,7 +51,7 @@ fn search(mut sim: Simulator, base: &ScorerPolicy, w: f64, top_k: usize, mode: M
             let online_copy = mode.online.then(|| snapshot.without_future_arrivals());
             let played = online_copy.as_ref().unwrap_or(&snapshot);
             let mut failure: Option<Error> = None;
-            let placements = scorer::decide_within(&view, &greedy, None, &mut |round, rows, n| {
+            let placements = scorer::decide_within(&view, &greedy, &Default::default(), &mut |round, rows, n| {
                 base.mlp().scores(rows, n, &mut scores);
                 let mut best = (f64::INFINITY, 0);
                 let own = scorer::best_row(&scores);

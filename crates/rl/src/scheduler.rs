@@ -73,22 +73,23 @@ impl SchedulerName {
     /// The policy: an agent loaded from `model` (required), or the heuristic (`seed` drives
     /// `random`; a `model` given to a heuristic is an error, not ignored).
     pub fn resolve(self, model: Option<&Path>, seed: u64) -> Result<Box<dyn Policy>, RlError> {
-        self.resolve_within(model, seed, None)
+        self.resolve_within(model, seed, &crate::scorer::Caller::default())
     }
 
-    /// [`SchedulerName::resolve`] for a caller that applies a slowdown budget (`max_slowdown`,
-    /// a fraction): the DqnGPU scorer then chooses only among groups the budget admits (the
-    /// heuristics, as their authors wrote them, propose and the caller filters).
+    /// [`SchedulerName::resolve`] for a caller that applies a slowdown budget and steps GPUs
+    /// with an interference model (`caller`): the DqnGPU scorer then chooses only among groups
+    /// the budget admits and whose memory fits under that model (the heuristics, as their
+    /// authors wrote them, propose and the caller filters).
     pub fn resolve_within(
         self,
         model: Option<&Path>,
         seed: u64,
-        max_slowdown: Option<f64>,
+        caller: &crate::scorer::Caller,
     ) -> Result<Box<dyn Policy>, RlError> {
         match self {
             SchedulerName::Agent(agent) => {
                 let path = model.ok_or_else(|| RlError::ModelRequired { agent: agent.name().into() })?;
-                load_agent(path, agent, max_slowdown)
+                load_agent(path, agent, caller)
             }
             SchedulerName::Heuristic(name) => {
                 if let Some(m) = model {
@@ -102,12 +103,16 @@ impl SchedulerName {
 
 /// Loads a trained agent: a `dqngpu` checkpoint holds either the scorer (the default) or the
 /// thesis's image agent (`train --algorithm thesis`); the file's metadata says which. A scorer
-/// chooses within the caller's budget `max_slowdown` (a fraction), when given.
-pub fn load_agent(path: &Path, agent: AgentKind, max_slowdown: Option<f64>) -> Result<Box<dyn Policy>, RlError> {
+/// chooses within what `caller` admits (its budget, under its interference model).
+pub fn load_agent(path: &Path, agent: AgentKind, caller: &crate::scorer::Caller) -> Result<Box<dyn Policy>, RlError> {
     if agent == AgentKind::Dqngpu {
         if let Ok(meta) = crate::checkpoint::read_meta(path) {
             if matches!(meta.encoding, crate::checkpoint::Encoding::Scorer(_)) {
-                return Ok(Box::new(crate::scorer::ScorerPolicy::load(path)?.with_budget(max_slowdown)));
+                return Ok(Box::new(
+                    crate::scorer::ScorerPolicy::load(path)?
+                        .with_budget(caller.max_slowdown)
+                        .with_model(caller.model.clone()),
+                ));
             }
         }
     }

@@ -300,15 +300,48 @@ fn under_a_budget_no_job_is_slowed_past_it() {
     assert!(shared > 0, "some jobs shared a GPU within the budget");
 }
 
+/// The scorer's legal rows follow the caller's interference model. Under `contention-h100`
+/// (sharing slows jobs far more than under the default model, so memory phases line up
+/// differently over time), a scorer told that model packs by the time-aligned rule without
+/// one OOM kill and proposes only groups a 10% budget admits; one that predicts with the
+/// default model is OOM-killed and refused.
+#[test]
+fn the_scorer_predicts_with_the_callers_interference_model() {
+    use dqngpu_rl::scorer::Caller;
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let h100: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention-h100").unwrap());
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let (mut told, mut untold) = ((0, 0), (0, 0));
+    for class in dqngpu_model::WorkloadClass::ALL {
+        for seed in 1000..1003 {
+            let set = dqngpu_sim::draw(&lib, class, 30, seed, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+            for budget in [None, Some(0.10)] {
+                let config = dqngpu_sim::SimConfig { max_slowdown: budget, ..Default::default() };
+                for (model, sums) in [(Some(h100.clone()), &mut told), (None, &mut untold)] {
+                    let caller =
+                        Caller { max_slowdown: budget, model: model.unwrap_or_else(|| Caller::default().model) };
+                    let p = ScorerPolicyNeverHolds { greedy: Greedy::default(), caller };
+                    let r = dqngpu_sim::run(&p, &cluster, &lib, &set, h100.clone(), config.clone()).unwrap();
+                    sums.0 += r.oom_kills;
+                    sums.1 += r.budget_refusals;
+                }
+            }
+        }
+    }
+    assert_eq!(told, (0, 0), "told the model: OOM kills, budget refusals");
+    assert!(untold.0 > 0 && untold.1 > 0, "predicting with the default model: {untold:?}");
+}
+
 /// Takes the last row of a budgeted round at every choice (never hold).
 struct ScorerPolicyNeverHolds {
     greedy: Greedy,
-    budget: Option<f64>,
+    caller: dqngpu_rl::scorer::Caller,
 }
 
 impl ScorerPolicyNeverHolds {
     fn new(budget: Option<f64>) -> Self {
-        ScorerPolicyNeverHolds { greedy: Greedy::default(), budget }
+        ScorerPolicyNeverHolds { greedy: Greedy::default(), caller: dqngpu_rl::scorer::Caller::with_budget(budget) }
     }
 }
 
@@ -317,7 +350,7 @@ impl dqngpu_model::Policy for ScorerPolicyNeverHolds {
         "never-holds-budgeted"
     }
     fn decide(&self, view: &ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
-        dqngpu_rl::scorer::decide_within(view, &self.greedy, self.budget, &mut |_, _, n| n - 1)
+        dqngpu_rl::scorer::decide_within(view, &self.greedy, &self.caller, &mut |_, _, n| n - 1)
     }
 }
 
@@ -326,7 +359,7 @@ impl dqngpu_model::Policy for ScorerPolicyNeverHolds {
 struct BothWays {
     mlp: Mlp,
     greedy: Greedy,
-    budget: Option<f64>,
+    caller: dqngpu_rl::scorer::Caller,
     /// (decisions, decisions with idle twins and a queue, mismatches)
     seen: std::sync::Mutex<(usize, usize, usize)>,
 }
@@ -336,9 +369,9 @@ impl dqngpu_model::Policy for BothWays {
         "both-ways"
     }
     fn decide(&self, view: &ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
-        let fast = dqngpu_rl::scorer::decide_best(view, &self.greedy, self.budget, &self.mlp);
+        let fast = dqngpu_rl::scorer::decide_best(view, &self.greedy, &self.caller, &self.mlp);
         let mut scores = Vec::new();
-        let full = dqngpu_rl::scorer::decide_within(view, &self.greedy, self.budget, &mut |_, rows, n| {
+        let full = dqngpu_rl::scorer::decide_within(view, &self.greedy, &self.caller, &mut |_, rows, n| {
             self.mlp.scores(rows, n, &mut scores);
             dqngpu_rl::scorer::best_row(&scores)
         });
@@ -363,8 +396,12 @@ fn merging_idle_twins_never_changes_a_decision() {
         [("4xtitanxp:2", None, 1), ("titanxp:3,rtx3090:2", None, 2), ("4xtitanxp:2", Some(0.1), 3)]
     {
         let net = PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, seed).unwrap();
-        let policy =
-            BothWays { mlp: Mlp::from_net(&net).unwrap(), greedy: Greedy::default(), budget, seen: Default::default() };
+        let policy = BothWays {
+            mlp: Mlp::from_net(&net).unwrap(),
+            greedy: Greedy::default(),
+            caller: dqngpu_rl::scorer::Caller::with_budget(budget),
+            seen: Default::default(),
+        };
         let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
         for class in dqngpu_model::WorkloadClass::ALL {
             let arrivals = dqngpu_sim::Arrivals::Poisson { rate_per_s: 0.05 };

@@ -102,8 +102,12 @@ fn extender(a: ExtenderArgs) -> anyhow::Result<()> {
         .iter()
         .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let policy: Arc<dyn dqngpu_model::Policy> =
-        Arc::from(super::simulate::resolve_scheduler(a.scheduler.parse()?, a.model.as_deref(), a.seed, None)?);
+    let policy: Arc<dyn dqngpu_model::Policy> = Arc::from(super::simulate::resolve_scheduler(
+        a.scheduler.parse()?,
+        a.model.as_deref(),
+        a.seed,
+        &Default::default(),
+    )?);
     if a.assume_ttl_s.is_nan() || a.assume_ttl_s <= 0.0 {
         anyhow::bail!("--assume-ttl-s must be > 0");
     }

@@ -143,7 +143,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(s) => super::parse_max_slowdown(&s)?,
         None => None,
     };
-    let policy = resolve_policy(&scheduler, model.as_deref(), seed, max_slowdown)?;
+    let budget_model = match args.interference.or(file.interference) {
+        Some(name) => {
+            let model = dqngpu_interference::by_name(&name).context("--interference")?;
+            dqngpu_service::BudgetModel(std::sync::Arc::from(model))
+        }
+        None => dqngpu_service::BudgetModel::default(),
+    };
+    let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.0.clone() };
+    let policy = resolve_policy(&scheduler, model.as_deref(), seed, &caller)?;
     let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
     let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
     let mut cfg = ServiceConfig::new(
@@ -160,10 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cfg.max_retries = n;
     }
     cfg.max_slowdown = max_slowdown;
-    if let Some(name) = args.interference.or(file.interference) {
-        let model = dqngpu_interference::by_name(&name).context("--interference")?;
-        cfg.budget_model = dqngpu_service::BudgetModel(std::sync::Arc::from(model));
-    }
+    cfg.budget_model = budget_model;
     cfg.mps_thread_pct = args.mps_thread_pct.or(file.mps_thread_pct);
     if cfg.mps_thread_pct.is_some_and(|p| p == 0 || p > 100) {
         anyhow::bail!("--mps-thread-pct must be 1..=100");
@@ -192,8 +197,13 @@ fn read_token(p: &Path) -> anyhow::Result<String> {
 
 /// The policy by name (any case): the same resolver as `simulate`, so a trained agent runs
 /// here unchanged.
-fn resolve_policy(name: &str, model: Option<&Path>, seed: u64, budget: Option<f64>) -> anyhow::Result<Arc<dyn Policy>> {
-    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, budget)?))
+fn resolve_policy(
+    name: &str,
+    model: Option<&Path>,
+    seed: u64,
+    caller: &dqngpu_rl::scorer::Caller,
+) -> anyhow::Result<Arc<dyn Policy>> {
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, caller)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

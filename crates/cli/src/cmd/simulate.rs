@@ -8,6 +8,7 @@ use anyhow::Context;
 use dqngpu_interference::Interference;
 use dqngpu_model::error::write_file_atomic;
 use dqngpu_model::{library, AppLibrary, ClusterSpec, JobSet, Policy, WorkloadClass};
+use dqngpu_rl::scorer::Caller;
 use dqngpu_rl::SchedulerName;
 use dqngpu_sim::{draw, SimConfig, SimResult, TickTrigger, DEFAULT_JOBS};
 use serde::Serialize;
@@ -142,14 +143,15 @@ impl SchedulerChoice {
 }
 
 /// The policy `name` resolves to: a heuristic, or an RL agent loaded from `model` (the
-/// scorer choosing within `max_slowdown`, the budget the simulator applies).
+/// scorer choosing within what `caller` admits: the budget the simulator or the service
+/// applies, under the interference model it steps GPUs with).
 pub fn resolve_scheduler(
     name: SchedulerName,
     model: Option<&Path>,
     seed: u64,
-    max_slowdown: Option<f64>,
+    caller: &Caller,
 ) -> anyhow::Result<Box<dyn Policy>> {
-    Ok(name.resolve_within(model, seed, max_slowdown)?)
+    Ok(name.resolve_within(model, seed, caller)?)
 }
 
 /// The cluster a command's `--gpus` / `--cluster` flags describe.
@@ -186,12 +188,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
+    let caller = Caller { max_slowdown, model: interference.clone() };
     // Resolve every scheduler before simulating, so a missing model fails fast.
     let policies = args
         .scheduler
         .names()
         .into_iter()
-        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, max_slowdown))
+        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, &caller))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = SimConfig {
         step_s: args.step_s,

@@ -17,7 +17,9 @@
 
 use std::collections::HashMap;
 
-use dqngpu_interference::{Contention, ContentionParams};
+use std::sync::Arc;
+
+use dqngpu_interference::Interference;
 use dqngpu_model::{AppProfile, ClusterView, Placement, QueuedJob, Resources};
 use dqngpu_policy::{fit, Greedy, Member};
 use dqngpu_sim::budget::{self, BudgetJob, BUDGET_MARGIN_STEPS};
@@ -89,8 +91,8 @@ pub struct Round<'v> {
     /// The caller's slowdown budget (a fraction), when it set one: rows it would refuse are
     /// not offered.
     budget: Option<f64>,
-    /// The interference model of the memory prediction (the greedy rule's).
-    model: Contention,
+    /// The caller's interference model, which the memory and budget predictions step with.
+    model: Arc<dyn Interference>,
     /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
     pairs: Vec<Option<(usize, usize)>>,
     /// For an argmax caller ([`Round::for_argmax`]): idle twins merged, time-aligned checks
@@ -101,14 +103,16 @@ pub struct Round<'v> {
 }
 
 impl<'v> Round<'v> {
-    /// A round over `view`, predicting interference with `greedy`'s model.
+    /// A round over `view` for a caller with no budget and the default contention model; the
+    /// features predict interference with `greedy`'s model.
     pub fn new(view: &'v ClusterView<'v>, greedy: &'v Greedy) -> Self {
-        Round::with_budget(view, greedy, None)
+        Round::for_caller(view, greedy, &super::Caller::default())
     }
 
-    /// A round that offers only rows the simulator's slowdown budget `max_slowdown` (a
-    /// fraction) would admit ([`dqngpu_sim::budget`], the same prediction).
-    pub fn with_budget(view: &'v ClusterView<'v>, greedy: &'v Greedy, max_slowdown: Option<f64>) -> Self {
+    /// A round that offers only rows `caller` would admit: memory that fits, and with a
+    /// budget, groups its prediction admits ([`dqngpu_sim::budget`], the same prediction), both
+    /// stepped with the caller's interference model.
+    pub fn for_caller(view: &'v ClusterView<'v>, greedy: &'v Greedy, caller: &super::Caller) -> Self {
         Round {
             view,
             greedy,
@@ -124,8 +128,8 @@ impl<'v> Round<'v> {
             mean_util: view.queue.iter().map(|q| q.profile.summary().mean.gpu_util_pct).collect(),
             gains: HashMap::new(),
             aligned: HashMap::new(),
-            model: Contention::new(ContentionParams::FITTED),
-            budget: max_slowdown,
+            model: caller.model.clone(),
+            budget: caller.max_slowdown,
             pairs: Vec::new(),
             for_argmax: false,
             pending: Vec::new(),
@@ -368,9 +372,9 @@ impl<'v> Round<'v> {
         }
         let mut fits = if max_slowdown.is_finite() {
             let slack = BUDGET_MARGIN_STEPS * PREDICT_STEP_S;
-            budget::predict(&gpu.spec, &self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted
+            budget::predict(&gpu.spec, &*self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted
         } else {
-            budget::memory_fits(&gpu.spec, &self.model, &jobs, PREDICT_STEP_S)
+            budget::memory_fits(&gpu.spec, &*self.model, &jobs, PREDICT_STEP_S)
         };
         if fits && !peak_fits {
             let residents = gpu.running.len();
@@ -379,7 +383,7 @@ impl<'v> Round<'v> {
                 for j in &mut drifted[..residents] {
                     j.progress_s = (j.progress_s + shift).max(0.0);
                 }
-                fits &= budget::memory_fits(&gpu.spec, &self.model, &drifted, PREDICT_STEP_S);
+                fits &= budget::memory_fits(&gpu.spec, &*self.model, &drifted, PREDICT_STEP_S);
             }
         }
         self.aligned.insert(key, fits);

@@ -12,7 +12,9 @@ pub mod features;
 pub mod train;
 
 use std::path::Path;
+use std::sync::Arc;
 
+use dqngpu_interference::{Contention, Interference};
 use dqngpu_model::{ClusterView, Placement, Policy};
 use dqngpu_policy::Greedy;
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,39 @@ use crate::error::RlError;
 use crate::net::{Head, PolicyNet};
 
 pub use features::{Round, FEATURES};
+
+/// What the scorer's caller (the simulator, the service) enforces, which the scorer's legal
+/// rows follow: its slowdown budget, and the interference model it steps GPUs with. The
+/// time-aligned memory fit and the budget's prediction step with that model, so a group the
+/// scorer starts neither overflows the card nor is refused by the caller for a model it did
+/// not know. The features keep the greedy rule's own model (the one the scorer trained on).
+#[derive(Clone)]
+pub struct Caller {
+    /// Slowdown budget, a fraction; `None`: no budget.
+    pub max_slowdown: Option<f64>,
+    /// The caller's interference model.
+    pub model: Arc<dyn Interference>,
+}
+
+impl Caller {
+    /// A caller with budget `max_slowdown` and the default contention model.
+    pub fn with_budget(max_slowdown: Option<f64>) -> Self {
+        Caller { max_slowdown, ..Caller::default() }
+    }
+}
+
+impl Default for Caller {
+    /// No budget, the default contention model (`simulate`'s default).
+    fn default() -> Self {
+        Caller { max_slowdown: None, model: Arc::new(Contention::default()) }
+    }
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Caller {{ max_slowdown: {:?}, model: {} }}", self.max_slowdown, self.model.name())
+    }
+}
 
 /// What a scorer checkpoint records of its inputs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,26 +175,26 @@ pub fn decide_with(
     greedy: &Greedy,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    decide_within(view, greedy, None, choose)
+    decide_within(view, greedy, &Caller::default(), choose)
 }
 
-/// [`decide_with`] offering only rows a slowdown budget of `max_slowdown` (a fraction) admits.
+/// [`decide_with`] offering only rows `caller` admits (its budget, predicted with its model).
 pub fn decide_within(
     view: &ClusterView<'_>,
     greedy: &Greedy,
-    max_slowdown: Option<f64>,
+    caller: &Caller,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    run_round(Round::with_budget(view, greedy, max_slowdown), &mut |round, rows, n| Some(choose(round, rows, n)))
+    run_round(Round::for_caller(view, greedy, caller), &mut |round, rows, n| Some(choose(round, rows, n)))
 }
 
 /// The placements `mlp` chooses over `view`: the highest-scoring legal row at each choice
 /// (the first on ties), as [`decide_within`] with [`best_row`] chooses them, at less cost
 /// ([`Round::for_argmax`]: idle twin GPUs scored once, time-aligned checks only for the rows
 /// that would win).
-pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, max_slowdown: Option<f64>, mlp: &Mlp) -> Vec<Placement> {
+pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, caller: &Caller, mlp: &Mlp) -> Vec<Placement> {
     let (mut scores, mut tried) = (Vec::new(), Vec::new());
-    run_round(Round::with_budget(view, greedy, max_slowdown).for_argmax(), &mut |round, rows, n| {
+    run_round(Round::for_caller(view, greedy, caller).for_argmax(), &mut |round, rows, n| {
         mlp.scores(rows, n, &mut scores);
         tried.clear();
         tried.resize(n, false);
@@ -212,7 +247,7 @@ pub struct ScorerPolicy {
     net: PolicyNet,
     mlp: Mlp,
     greedy: Greedy,
-    budget: Option<f64>,
+    caller: Caller,
 }
 
 impl ScorerPolicy {
@@ -228,13 +263,19 @@ impl ScorerPolicy {
                 ),
             });
         }
-        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default(), budget: None })
+        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default(), caller: Caller::default() })
     }
 
     /// The same policy, choosing only among groups the caller's slowdown budget (a fraction;
     /// `simulate --max-slowdown`) admits, instead of proposing groups the caller then refuses.
     pub fn with_budget(self, max_slowdown: Option<f64>) -> Self {
-        ScorerPolicy { budget: max_slowdown, ..self }
+        ScorerPolicy { caller: Caller { max_slowdown, ..self.caller.clone() }, ..self }
+    }
+
+    /// The same policy, its legal rows predicted with the caller's interference model (the
+    /// one the simulator or the service steps GPUs with; default: `contention`).
+    pub fn with_model(self, model: Arc<dyn Interference>) -> Self {
+        ScorerPolicy { caller: Caller { model, ..self.caller.clone() }, ..self }
     }
 
     /// A fresh network: `hidden` layers, weights from `seed`.
@@ -271,6 +312,6 @@ impl Policy for ScorerPolicy {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
-        decide_best(view, &self.greedy, self.budget, &self.mlp)
+        decide_best(view, &self.greedy, &self.caller, &self.mlp)
     }
 }

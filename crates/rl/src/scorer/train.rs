@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::costliest_first;
 use super::features::{Round, FEATURES};
-use super::{best_row, decide_best, decide_within, Mlp, ScorerPolicy};
+use super::{best_row, decide_best, decide_within, Caller, Mlp, ScorerPolicy};
 use crate::error::RlError;
 use crate::net::{Head, Opt, PolicyNet};
 use crate::reinforce::{IterStats, Objective, TrainConfig};
@@ -76,6 +76,12 @@ impl Episode {
 /// The budget an episode runs under: its own, else the task's.
 fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
     ep.max_slowdown.or(task.config.max_slowdown)
+}
+
+/// What the scorer's rows must respect in an episode: its budget, predicted with the task's
+/// interference model (the simulator's).
+fn caller_of(task: &ScorerTask, ep: &Episode) -> Caller {
+    Caller { max_slowdown: budget_of(task, ep), model: task.interference.clone() }
 }
 
 /// The simulator settings of an episode.
@@ -320,7 +326,7 @@ fn par_episodes<T: Send>(
 /// The objective of `policy` (told each episode's budget) on each of `eps`, in parallel.
 fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &ScorerPolicy) -> Result<Vec<f64>, RlError> {
     par_episodes(eps, |_, ep| {
-        simulate(task, ep, objective, &mut |v| decide_best(v, &policy.greedy, budget_of(task, ep), &policy.mlp))
+        simulate(task, ep, objective, &mut |v| decide_best(v, &policy.greedy, &caller_of(task, ep), &policy.mlp))
     })
 }
 
@@ -354,7 +360,7 @@ fn imitation_episode(
     simulate(task, ep, Objective::Jct, &mut |view| {
         let mut todo: Vec<(dqngpu_model::JobId, usize)> =
             teacher.decide(view).iter().flat_map(|p| p.jobs.iter().map(move |&j| (j, p.gpu))).collect();
-        decide_within(view, greedy, budget_of(task, ep), &mut |round, rows, n| {
+        decide_within(view, greedy, &caller_of(task, ep), &mut |round, rows, n| {
             let mut labels: Vec<usize> = todo.iter().filter_map(|&(j, g)| round.row_of(j, g)).collect();
             if labels.is_empty() && round.hold_offered() {
                 labels.push(0);
@@ -443,7 +449,7 @@ fn lookahead_episode(
             let snapshot = sim.clone();
             let view = snapshot.view();
             let mut scores = Vec::new();
-            let placements = decide_within(&view, greedy, budget_of(task, ep), &mut |round, rows, n| {
+            let placements = decide_within(&view, greedy, &caller_of(task, ep), &mut |round, rows, n| {
                 prior.scores(rows, n, &mut scores);
                 let tried = lookahead_rows(round, &scores, top_k);
                 let mut costs = Vec::with_capacity(tried.len());
@@ -515,7 +521,7 @@ fn sampled_episode(
     let mut steps = Vec::new();
     let mut scores = Vec::new();
     let c = simulate(task, ep, objective, &mut |view| {
-        decide_within(view, greedy, budget_of(task, ep), &mut |_, rows, n| {
+        decide_within(view, greedy, &caller_of(task, ep), &mut |_, rows, n| {
             mlp.scores(rows, n, &mut scores);
             let top = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let w: Vec<f64> = scores.iter().map(|s| ((s - top) as f64).exp()).collect();
