@@ -60,8 +60,9 @@ pub struct Args {
     /// --max-slowdown` does; the DqnGPU scorer chooses within it.
     #[arg(long, value_name = "PCT|off")]
     max_slowdown: Option<String>,
-    /// Interference model the slowdown budget predicts with: contention, contention-h100
-    /// (fitted on an H100, time-sliced), measured or none [default: contention].
+    /// Interference model the slowdown budget and the DqnGPU scorer's memory fit predict with:
+    /// contention, contention-h100 (fitted on an H100, time-sliced), measured or none
+    /// [default: contention].
     #[arg(long)]
     interference: Option<String>,
     /// Per-request time limit, seconds [default: 10].
