@@ -101,7 +101,8 @@ pub(crate) fn policy_for<'a>(
     match trained.iter().find(|a| a.name == name) {
         Some(a) => match &a.policy {
             agents::AgentPolicy::Scorer(s) => {
-                Ok(Box::new(s.clone().with_budget(budget).with_model(setup.interference.clone())))
+                let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
+                Ok(Box::new(s.clone().with_caller(caller)))
             }
             agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },

@@ -49,6 +49,13 @@ pub trait Interference: Send + Sync {
     }
 }
 
+/// A model shows as its name, so settings that hold one can derive `Debug`.
+impl std::fmt::Debug for dyn Interference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The model names [`by_name`] accepts; the first is the default.
 pub const MODEL_NAMES: [&str; 4] = ["contention", "contention-h100", "measured", "none"];
 

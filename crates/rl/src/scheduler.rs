@@ -108,11 +108,7 @@ pub fn load_agent(path: &Path, agent: AgentKind, caller: &crate::scorer::Caller)
     if agent == AgentKind::Dqngpu {
         if let Ok(meta) = crate::checkpoint::read_meta(path) {
             if matches!(meta.encoding, crate::checkpoint::Encoding::Scorer(_)) {
-                return Ok(Box::new(
-                    crate::scorer::ScorerPolicy::load(path)?
-                        .with_budget(caller.max_slowdown)
-                        .with_model(caller.model.clone()),
-                ));
+                return Ok(Box::new(crate::scorer::ScorerPolicy::load(path)?.with_caller(caller.clone())));
             }
         }
     }

@@ -80,23 +80,7 @@ pub struct ServiceConfig {
     pub max_slowdown: Option<f64>,
     /// The interference model the budget predicts with (`serve --interference`; default the
     /// contention model fitted on Lucid's pairs, as `simulate`'s default).
-    pub budget_model: BudgetModel,
-}
-
-/// An interference model for the slowdown budget, shown by name.
-#[derive(Clone)]
-pub struct BudgetModel(pub std::sync::Arc<dyn dqngpu_interference::Interference>);
-
-impl Default for BudgetModel {
-    fn default() -> Self {
-        BudgetModel(std::sync::Arc::new(dqngpu_interference::Contention::default()))
-    }
-}
-
-impl std::fmt::Debug for BudgetModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BudgetModel({})", self.0.name())
-    }
+    pub budget_model: std::sync::Arc<dyn dqngpu_interference::Interference>,
 }
 
 impl ServiceConfig {
@@ -114,7 +98,7 @@ impl ServiceConfig {
             adopt_poll: Duration::from_millis(200),
             min_pass_interval: Duration::from_millis(5),
             max_slowdown: None,
-            budget_model: BudgetModel::default(),
+            budget_model: std::sync::Arc::new(dqngpu_interference::Contention::default()),
         }
     }
 }

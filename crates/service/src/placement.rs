@@ -346,7 +346,7 @@ impl Placer {
         // applies it: groups predicted to slow a job on their GPU past it wait.
         let decision = match self.core.cfg.max_slowdown {
             Some(b) => {
-                let model = &*self.core.cfg.budget_model.0;
+                let model = &*self.core.cfg.budget_model;
                 let (kept, refused) =
                     dqngpu_sim::budget::within_budget(view.now_s, view.gpus, view.queue, &decision, model, b, 1.0);
                 if refused > 0 {

@@ -144,14 +144,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(s) => super::parse_max_slowdown(&s)?,
         None => None,
     };
-    let budget_model = match args.interference.or(file.interference) {
-        Some(name) => {
-            let model = dqngpu_interference::by_name(&name).context("--interference")?;
-            dqngpu_service::BudgetModel(std::sync::Arc::from(model))
-        }
-        None => dqngpu_service::BudgetModel::default(),
-    };
-    let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.0.clone() };
+    let name = args.interference.or(file.interference).unwrap_or_else(|| dqngpu_interference::DEFAULT_MODEL.into());
+    let budget_model: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name(&name).context("--interference")?);
+    let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.clone() };
     let policy = resolve_policy(&scheduler, model.as_deref(), seed, &caller)?;
     let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
     let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;

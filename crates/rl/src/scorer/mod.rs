@@ -30,7 +30,7 @@ pub use features::{Round, FEATURES};
 /// time-aligned memory fit and the budget's prediction step with that model, so a group the
 /// scorer starts neither overflows the card nor is refused by the caller for a model it did
 /// not know. The features keep the greedy rule's own model (the one the scorer trained on).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// Slowdown budget, a fraction; `None`: no budget.
     pub max_slowdown: Option<f64>,
@@ -49,12 +49,6 @@ impl Default for Caller {
     /// No budget, the default contention model (`simulate`'s default).
     fn default() -> Self {
         Caller { max_slowdown: None, model: Arc::new(Contention::default()) }
-    }
-}
-
-impl std::fmt::Debug for Caller {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Caller {{ max_slowdown: {:?}, model: {} }}", self.max_slowdown, self.model.name())
     }
 }
 
@@ -266,16 +260,11 @@ impl ScorerPolicy {
         Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default(), caller: Caller::default() })
     }
 
-    /// The same policy, choosing only among groups the caller's slowdown budget (a fraction;
-    /// `simulate --max-slowdown`) admits, instead of proposing groups the caller then refuses.
-    pub fn with_budget(self, max_slowdown: Option<f64>) -> Self {
-        ScorerPolicy { caller: Caller { max_slowdown, ..self.caller.clone() }, ..self }
-    }
-
-    /// The same policy, its legal rows predicted with the caller's interference model (the
-    /// one the simulator or the service steps GPUs with; default: `contention`).
-    pub fn with_model(self, model: Arc<dyn Interference>) -> Self {
-        ScorerPolicy { caller: Caller { model, ..self.caller.clone() }, ..self }
+    /// The same policy for `caller`: it chooses only among groups the caller's slowdown budget
+    /// admits (`simulate --max-slowdown`), memory and budget predicted with the caller's
+    /// interference model, instead of proposing groups the caller then refuses.
+    pub fn with_caller(self, caller: Caller) -> Self {
+        ScorerPolicy { caller, ..self }
     }
 
     /// A fresh network: `hidden` layers, weights from `seed`.

@@ -81,7 +81,12 @@ fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
 /// What the scorer's rows must respect in an episode: its budget, predicted with the task's
 /// interference model (the simulator's).
 fn caller_of(task: &ScorerTask, ep: &Episode) -> Caller {
-    Caller { max_slowdown: budget_of(task, ep), model: task.interference.clone() }
+    Caller { max_slowdown: budget_of(task, ep), ..task_caller(task) }
+}
+
+/// The task's own caller (its budget and model), which the trained policy is handed.
+fn task_caller(task: &ScorerTask) -> Caller {
+    Caller { max_slowdown: task.config.max_slowdown, model: task.interference.clone() }
 }
 
 /// The simulator settings of an episode.
@@ -326,14 +331,30 @@ fn par_episodes<T: Send>(
 /// The objective of `policy` (told each episode's budget) on each of `eps`, in parallel.
 fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &ScorerPolicy) -> Result<Vec<f64>, RlError> {
     par_episodes(eps, |_, ep| {
-        simulate(task, ep, objective, &mut |v| decide_best(v, &policy.greedy, &caller_of(task, ep), &policy.mlp))
+        let caller = caller_of(task, ep);
+        simulate(task, ep, objective, &mut |v| decide_best(v, &policy.greedy, &caller, &policy.mlp))
     })
 }
 
-/// Every rule's finished run on each of `eps` (rule-major). The one place the rules run: the
-/// guard's references, the teachers and the validation reference all read these runs.
+/// Every rule's finished run on each of `eps` (rule-major).
 fn rule_runs(task: &ScorerTask, eps: &[Episode], rules: &[Box<dyn Policy>]) -> Result<Vec<Vec<SimResult>>, RlError> {
     rules.iter().map(|rule| par_episodes(eps, |_, ep| run(task, ep, &mut |v| rule.decide(v)))).collect()
+}
+
+/// `eps` with the recipe's makespan guard on each, and every rule's objective on them
+/// (rule-major). The one place the rules run: each runs every set once, and the guard's
+/// references, the teachers and the validation reference all come from those runs.
+fn guarded_rule_costs(
+    task: &ScorerTask,
+    eps: &[Episode],
+    objective: Objective,
+    recipe: &ScorerRecipe,
+    rules: &[Box<dyn Policy>],
+) -> Result<(Vec<Episode>, Vec<Vec<f64>>), RlError> {
+    let runs = rule_runs(task, eps, rules)?;
+    let eps = guarded(eps, &runs, guard_weight(objective, recipe, rules));
+    let costs = rule_costs(objective, &eps, &runs);
+    Ok((eps, costs))
 }
 
 /// Each rule's objective on each of `eps` (rule-major), from its `runs` there.
@@ -357,10 +378,11 @@ fn imitation_episode(
 ) -> Result<Vec<Step>, RlError> {
     let mut steps = Vec::new();
     let mut scores = Vec::new();
+    let caller = caller_of(task, ep);
     simulate(task, ep, Objective::Jct, &mut |view| {
         let mut todo: Vec<(dqngpu_model::JobId, usize)> =
             teacher.decide(view).iter().flat_map(|p| p.jobs.iter().map(move |&j| (j, p.gpu))).collect();
-        decide_within(view, greedy, &caller_of(task, ep), &mut |round, rows, n| {
+        decide_within(view, greedy, &caller, &mut |round, rows, n| {
             let mut labels: Vec<usize> = todo.iter().filter_map(|&(j, g)| round.row_of(j, g)).collect();
             if labels.is_empty() && round.hold_offered() {
                 labels.push(0);
@@ -444,12 +466,13 @@ fn lookahead_episode(
     let mut steps = Vec::new();
     let mut sim = Simulator::new(&ep.cluster, &ep.library, &ep.set, task.interference.clone(), config_of(task, ep))?;
     let mut failure: Option<RlError> = None;
+    let caller = caller_of(task, ep);
     while !sim.done() {
         if sim.needs_decision() {
             let snapshot = sim.clone();
             let view = snapshot.view();
             let mut scores = Vec::new();
-            let placements = decide_within(&view, greedy, &caller_of(task, ep), &mut |round, rows, n| {
+            let placements = decide_within(&view, greedy, &caller, &mut |round, rows, n| {
                 prior.scores(rows, n, &mut scores);
                 let tried = lookahead_rows(round, &scores, top_k);
                 let mut costs = Vec::with_capacity(tried.len());
@@ -520,8 +543,9 @@ fn sampled_episode(
 ) -> Result<(Vec<Step>, f64), RlError> {
     let mut steps = Vec::new();
     let mut scores = Vec::new();
+    let caller = caller_of(task, ep);
     let c = simulate(task, ep, objective, &mut |view| {
-        decide_within(view, greedy, &caller_of(task, ep), &mut |_, rows, n| {
+        decide_within(view, greedy, &caller, &mut |_, rows, n| {
             mlp.scores(rows, n, &mut scores);
             let top = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let w: Vec<f64> = scores.iter().map(|s| ((s - top) as f64).exp()).collect();
@@ -735,7 +759,7 @@ pub fn train(
     let mut report = ScorerReport::default();
     if cfg.iterations == 0 {
         let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
-        let untrained = ScorerPolicy::new(net)?.with_budget(task.config.max_slowdown);
+        let untrained = ScorerPolicy::new(net)?.with_caller(task_caller(task));
         return Ok((untrained, report, Vec::new()));
     }
     // Validation scores are the mean over validation sets of (objective / the best rule's
@@ -743,21 +767,14 @@ pub fn train(
     let rules = rules_of(recipe, cfg.seed)?;
     // Each rule runs every set once: the guard's references, the validation reference (their
     // minimum per set), the best single rule's score and the teachers come from these runs.
-    let train_runs = rule_runs(task, &task.train, &rules)?;
-    let validation_runs = rule_runs(task, &task.validation, &rules)?;
-    let weight = guard_weight(objective, recipe, &rules);
-    let task = &ScorerTask {
-        train: guarded(&task.train, &train_runs, weight),
-        validation: guarded(&task.validation, &validation_runs, weight),
-        interference: task.interference.clone(),
-        config: task.config.clone(),
-    };
-    let validation_costs = rule_costs(objective, &task.validation, &validation_runs);
+    let (train, train_costs) = guarded_rule_costs(task, &task.train, objective, recipe, &rules)?;
+    let (validation, validation_costs) = guarded_rule_costs(task, &task.validation, objective, recipe, &rules)?;
+    let task = &ScorerTask { train, validation, interference: task.interference.clone(), config: task.config.clone() };
     let reference = lowest(&validation_costs, task.validation.len());
     let validate = |p: &ScorerPolicy| normalised(task, objective, &reference, p);
     report.expert_validation = validation_costs.iter().map(|c| ratio_mean(c, &reference)).fold(f64::INFINITY, f64::min);
     // 1. The teachers: on each training set, the rule with the lowest objective there.
-    let teacher_of = teachers(&rules, &rule_costs(objective, &task.train, &train_runs), &mut report);
+    let teacher_of = teachers(&rules, &train_costs, &mut report);
     report.stage_s.push(("rules".into(), started.elapsed().as_secs_f64()));
     let shared = Shared { task, rules: &rules, teacher_of: &teacher_of, validate: &validate, started };
     // Restarts (steps 2-6 from other initial weights and draws, on the same sets): the one
@@ -814,7 +831,7 @@ fn train_run(
     let (task, rules, teacher_of, validate, started) = (sh.task, sh.rules, sh.teacher_of, sh.validate, sh.started);
     let objective = cfg.objective;
     let net = PolicyNet::new(FEATURES, &cfg.hidden, 1, Head::Joint, cfg.seed)?;
-    let untrained = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+    let untrained = ScorerPolicy::new(net.snapshot()?)?.with_caller(task_caller(task));
     let greedy = Greedy::default();
     report.untrained_validation = validate(&untrained)?;
     let mut best = (report.untrained_validation, untrained, "untrained".to_string());
@@ -838,7 +855,7 @@ fn train_run(
             fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
         }
         report.imitation_steps = data.len();
-        let imitated = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+        let imitated = ScorerPolicy::new(net.snapshot()?)?.with_caller(task_caller(task));
         report.imitation_validation = validate(&imitated)?;
         if report.imitation_validation <= best.0 {
             best = (report.imitation_validation, imitated, "imitation".into());
@@ -968,7 +985,7 @@ fn keep_if_better(
     best: &mut (f64, ScorerPolicy, String),
     name: String,
 ) -> Result<f64, RlError> {
-    let candidate = ScorerPolicy::new(net.snapshot()?)?.with_budget(task.config.max_slowdown);
+    let candidate = ScorerPolicy::new(net.snapshot()?)?.with_caller(task_caller(task));
     let v = validate(&candidate)?;
     if v < best.0 {
         *best = (v, candidate, name);
@@ -1006,10 +1023,9 @@ pub fn validation_score(
     recipe: &ScorerRecipe,
     policy: &ScorerPolicy,
 ) -> Result<f64, RlError> {
-    let rules = rules_of(recipe, 0)?;
-    let runs = rule_runs(task, &task.validation, &rules)?;
-    let validation = guarded(&task.validation, &runs, guard_weight(objective, recipe, &rules));
-    let reference = lowest(&rule_costs(objective, &validation, &runs), validation.len());
+    let (validation, rule_costs) =
+        guarded_rule_costs(task, &task.validation, objective, recipe, &rules_of(recipe, 0)?)?;
+    let reference = lowest(&rule_costs, validation.len());
     Ok(ratio_mean(&costs(task, &validation, objective, policy)?, &reference))
 }
 

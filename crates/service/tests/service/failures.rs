@@ -112,7 +112,7 @@ impl dqngpu_model::Policy for PackAll {
 /// the default). Returns both jobs' final views, the metrics text and the data directory.
 async fn two_busy_jobs_packed(
     dir: &std::path::Path,
-    model: Option<dqngpu_service::BudgetModel>,
+    model: Option<std::sync::Arc<dyn dqngpu_interference::Interference>>,
 ) -> (serde_json::Value, serde_json::Value, String, std::path::PathBuf) {
     use crate::util::{call, config, profile_json};
     let data = dir.join("data");
@@ -163,7 +163,7 @@ async fn a_slowdown_budget_keeps_a_slowing_group_from_starting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_budget_predicts_with_the_model_it_is_given() {
     let dir = tempfile::tempdir().unwrap();
-    let none = dqngpu_service::BudgetModel(dqngpu_interference::by_name("none").unwrap().into());
+    let none = dqngpu_interference::by_name("none").unwrap().into();
     let (_, vb, m, _) = two_busy_jobs_packed(dir.path(), Some(none)).await;
     assert_eq!(vb["history"][0]["co_apps"].as_array().unwrap().len(), 1, "b ran beside a: {vb}");
     assert_eq!(budget_refusals(&m), 0, "{m}");
