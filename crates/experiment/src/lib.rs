@@ -106,7 +106,7 @@ pub(crate) fn policy_for<'a>(
             }
             agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },
-        None => Ok(dqngpu_policy::by_name(name, seed)?),
+        None => Ok(dqngpu_policy::by_name_under(name, seed, Some(setup.interference.clone()))?),
     }
 }
 

@@ -14,6 +14,12 @@
 //!   newcomer's peak stay within the card (so no phase drift can overflow it), and jobs never
 //!   join an app they were OOM-killed beside.
 //! - Ties (within 1e-9) go to the shorter job, then the earlier arrival, then the lower GPU.
+//! - It predicts with the model the cluster is stepped with, when the caller names one
+//!   ([`Greedy::with_model`]: `simulate --interference`, the experiment's `interference`,
+//!   `serve --interference`), as Muri estimates with its own measurements; the default is the
+//!   `contention` fit.
+
+use std::sync::Arc;
 
 use dqngpu_interference::{Contention, ContentionParams, Interference, JobLoad};
 use dqngpu_model::{AppProfile, ClusterView, GpuSpec, Placement, Policy, QueuedJob};
@@ -24,9 +30,9 @@ use crate::fit;
 pub const POINTS: usize = 8;
 
 /// The greedy-throughput heuristic.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Greedy {
-    model: Contention,
+    model: Arc<dyn Interference>,
 }
 
 impl Default for Greedy {
@@ -38,7 +44,12 @@ impl Default for Greedy {
 impl Greedy {
     /// Greedy under the contention model with these parameters.
     pub fn new(params: ContentionParams) -> Self {
-        Greedy { model: Contention::new(params) }
+        Greedy { model: Arc::new(Contention::new(params)) }
+    }
+
+    /// Greedy predicting with `model` (the one the caller steps GPUs with).
+    pub fn with_model(model: Arc<dyn Interference>) -> Self {
+        Greedy { model }
     }
 }
 

@@ -28,6 +28,9 @@ mod random;
 mod sjf_bestfit;
 pub mod tetris;
 
+use std::sync::Arc;
+
+use dqngpu_interference::Interference;
 use dqngpu_model::{ModelError, Policy};
 
 pub use bestfit::BestFit;
@@ -46,7 +49,18 @@ pub const NAMES: &[&str] = &["fifo", "sjf", "tetris", "bestfit", "sjf-bestfit", 
 pub const RIVALS: [&str; 7] = ["sjf", "fifo", "tetris", "bestfit", "sjf-bestfit", "lucid", "greedy"];
 
 /// The heuristic called `name`; `seed` drives `random`. Unknown names list the valid ones.
+/// `greedy` predicts with the default `contention` model: [`by_name_under`] names another.
 pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Policy>, ModelError> {
+    by_name_under(name, seed, None)
+}
+
+/// [`by_name`] for a caller that steps GPUs with `model`: `greedy` predicts with it (the
+/// other rules read no interference model).
+pub fn by_name_under(
+    name: &str,
+    seed: u64,
+    model: Option<Arc<dyn Interference>>,
+) -> Result<Box<dyn Policy>, ModelError> {
     Ok(match name.trim().to_ascii_lowercase().as_str() {
         "fifo" => Box::new(Exclusive::new(Order::Arrival)),
         "sjf" => Box::new(Exclusive::new(Order::ShortestFirst)),
@@ -54,7 +68,7 @@ pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Policy>, ModelError> {
         "bestfit" | "best-fit" => Box::new(BestFit),
         "sjf-bestfit" | "sjf-best-fit" => Box::new(SjfBestFit),
         "lucid" => Box::new(Lucid),
-        "greedy" => Box::new(Greedy::default()),
+        "greedy" => Box::new(model.map_or_else(Greedy::default, Greedy::with_model)),
         "random" => Box::new(RandomPolicy::new(seed)),
         _ => {
             return Err(ModelError::UnknownName {

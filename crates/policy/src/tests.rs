@@ -150,6 +150,39 @@ fn greedy_fills_idle_gpus_first_then_packs_where_rates_gain() {
     assert!(greedy.decide(&view).is_empty());
 }
 
+/// A model under which any two jobs together slow each other to 0.3.
+struct Crippling;
+
+impl dqngpu_interference::Interference for Crippling {
+    fn name(&self) -> &str {
+        "crippling"
+    }
+    fn rates(&self, _gpu: &dqngpu_model::GpuSpec, jobs: &[dqngpu_interference::JobLoad<'_>], rates: &mut [f64]) {
+        rates.fill(if jobs.len() > 1 { 0.3 } else { 1.0 });
+    }
+}
+
+#[test]
+fn greedy_predicts_with_the_model_it_is_given() {
+    let heavy = profile("heavy", 100, 95.0, 2000.0);
+    let queue = vec![queued(1, &heavy)];
+    let gpus = vec![titanxp(vec![run(9, &heavy)])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    // Under the default fit two heavy jobs make more progress together (about 0.67 each).
+    let default = crate::by_name_under("greedy", 0, None).unwrap();
+    assert_eq!(default.decide(&view), vec![Placement { gpu: 0, jobs: vec![1] }]);
+    // Told that sharing costs 70% of each job's speed (0.6 together against 1 alone), it waits.
+    let model: Arc<dyn dqngpu_interference::Interference> = Arc::new(Crippling);
+    let told = crate::by_name_under("greedy", 0, Some(model.clone())).unwrap();
+    assert!(told.decide(&view).is_empty());
+    // The other rules read no interference model: the same decisions either way.
+    for name in NAMES {
+        let a = by_name(name, 3).unwrap().decide(&view);
+        let b = crate::by_name_under(name, 3, Some(model.clone())).unwrap().decide(&view);
+        assert!(*name == "greedy" || a == b, "{name}: {a:?} against {b:?}");
+    }
+}
+
 #[test]
 fn tetris_packs_jobs_whose_compute_phases_do_not_overlap() {
     // Two 100 s jobs: heavy compute for their first 40 s, then light. Peaks (95% each) rule

@@ -79,7 +79,8 @@ impl SchedulerName {
     /// [`SchedulerName::resolve`] for a caller that applies a slowdown budget and steps GPUs
     /// with an interference model (`caller`): the DqnGPU scorer then chooses only among groups
     /// the budget admits and whose memory fits under that model (the heuristics, as their
-    /// authors wrote them, propose and the caller filters).
+    /// authors wrote them, propose and the caller filters; `greedy` predicts with the caller's
+    /// model).
     pub fn resolve_within(
         self,
         model: Option<&Path>,
@@ -95,7 +96,7 @@ impl SchedulerName {
                 if let Some(m) = model {
                     return Err(RlError::ModelForHeuristic { scheduler: name.into(), model: m.to_path_buf() });
                 }
-                Ok(dqngpu_policy::by_name(name, seed)?)
+                Ok(dqngpu_policy::by_name_under(name, seed, Some(caller.model.clone()))?)
             }
         }
     }

@@ -421,3 +421,43 @@ fn jct_and_makespan_rewards_measure_what_they_say() {
     // Five jobs in the system at first, one at the end: between one and five times the makespan.
     assert!(jct < span && jct > 5.0 * span, "jct {jct} makespan {span}");
 }
+
+/// `simulate`, `serve`, `bench` and the k8s extender resolve heuristics for a caller: `greedy`
+/// then predicts with the caller's model. Two 100 s compute-bound jobs on one GPU stepped with
+/// the H100 fit, where a busy pair makes less progress together than one job alone: told that
+/// model, greedy runs them one after the other (200 s); predicting with the default (Lucid)
+/// fit, which says they gain by sharing, it packs them and both end later.
+#[test]
+fn a_heuristic_resolved_for_a_caller_predicts_with_its_model() {
+    use dqngpu_rl::scorer::Caller;
+    let heavy = Arc::new(
+        AppProfile::new(
+            AppInfo { name: "heavy".into(), ..Default::default() },
+            1.0,
+            vec![Resources::new(95.0, 2000.0, 95.0, 100.0); 100],
+        )
+        .unwrap(),
+    );
+    let lib = dqngpu_model::AppLibrary::with_derived_classes(
+        "t".into(),
+        [("heavy".to_string(), heavy)].into_iter().collect(),
+        None,
+    );
+    let set = JobSet {
+        library: None,
+        class: None,
+        seed: None,
+        jobs: (0..2).map(|id| JobSpec { id, app: "heavy".into(), submit_s: 0.0 }).collect(),
+    };
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let model: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention-h100").unwrap());
+    let name: dqngpu_rl::SchedulerName = "greedy".parse().unwrap();
+    let told = name.resolve_within(None, 0, &Caller { max_slowdown: None, model: model.clone() }).unwrap();
+    let untold = name.resolve(None, 0).unwrap();
+    let makespan = |p: &dyn dqngpu_model::Policy| {
+        dqngpu_sim::run(p, &cluster, &lib, &set, model.clone(), Default::default()).unwrap().makespan_s
+    };
+    assert!((makespan(told.as_ref()) - 200.0).abs() < 2.0, "told: {}", makespan(told.as_ref()));
+    assert!(makespan(untold.as_ref()) > 200.0 + 2.0, "untold: {}", makespan(untold.as_ref()));
+}

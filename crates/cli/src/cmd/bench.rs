@@ -85,7 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let mut rows = Vec::new();
     for name in &args.schedulers {
-        let policy = resolve_scheduler(*name, None, args.seed, &Default::default())?;
+        let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
+        let policy = resolve_scheduler(*name, None, args.seed, &caller)?;
         let sim = || dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default());
         let first = sim()?;
         let mut times = Vec::with_capacity(args.runs);

@@ -764,7 +764,7 @@ pub fn train(
     }
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
-    let rules = rules_of(recipe, cfg.seed)?;
+    let rules = rules_of(task, recipe, cfg.seed)?;
     // Each rule runs every set once: the guard's references, the validation reference (their
     // minimum per set), the best single rule's score and the teachers come from these runs.
     let (train, train_costs) = guarded_rule_costs(task, &task.train, objective, recipe, &rules)?;
@@ -993,9 +993,10 @@ fn keep_if_better(
     Ok(v)
 }
 
-/// The recipe's rules, resolved.
-fn rules_of(recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, RlError> {
-    recipe.experts.iter().map(|name| Ok(dqngpu_policy::by_name(name, seed)?)).collect()
+/// The recipe's rules, resolved for `task` (`greedy` predicts with its interference model).
+fn rules_of(task: &ScorerTask, recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, RlError> {
+    let model = Some(task.interference.clone());
+    recipe.experts.iter().map(|name| Ok(dqngpu_policy::by_name_under(name, seed, model.clone())?)).collect()
 }
 
 /// Mean over the validation sets of `policy`'s objective / `reference`.
@@ -1024,7 +1025,7 @@ pub fn validation_score(
     policy: &ScorerPolicy,
 ) -> Result<f64, RlError> {
     let (validation, rule_costs) =
-        guarded_rule_costs(task, &task.validation, objective, recipe, &rules_of(recipe, 0)?)?;
+        guarded_rule_costs(task, &task.validation, objective, recipe, &rules_of(task, recipe, 0)?)?;
     let reference = lowest(&rule_costs, validation.len());
     Ok(ratio_mean(&costs(task, &validation, objective, policy)?, &reference))
 }
@@ -1244,7 +1245,7 @@ mod tests {
             config: SimConfig::default(),
         };
         let recipe = ScorerRecipe::default();
-        let rules = rules_of(&recipe, 1).unwrap();
+        let rules = rules_of(&task, &recipe, 1).unwrap();
         let off = ScorerRecipe { makespan_guard: 0.0, ..recipe.clone() };
         assert!(guard_weight(Objective::Jct, &off, &rules).is_none());
         assert!(guard_weight(Objective::Makespan, &recipe, &rules).is_none());
