@@ -1,8 +1,11 @@
-"""Measure real co-location interference on one GPU: each app alone, then every pair together.
+"""Measure real co-location interference on one GPU: each app alone, then every pair together
+(or the groups of any size named by --groups).
 
 Writes, in the Lucid layout that `dqngpu calibrate` and `dqngpu interference predict` read:
   solo_profiles.csv   model,dataset,batchsize,amp,speed,gpu_util,gmem_util,gmem,label
   colocate_pairs.csv  pair_id,model1,...,speed1,model2,...,speed2,gpu_util,gmem_util,gmem
+  colocate_groups.csv (with --groups) one row per job of a group: group_id,size,model,dataset,
+                      batchsize,amp,speed,gpu_util,gmem_util,gmem (the NVML columns are the group's)
 speed in the solo file is steps/s alone; speed1/speed2 in the pairs file are each job's steps/s
 beside its partner divided by its steps/s alone. Utilisation and memory come from NVML
 (pynvml), sampled every 100 ms over the measuring window only. Each solo run goes through
@@ -134,6 +137,18 @@ def write_csvs(out, solo, pairs, apps_meta):
                         f"{p['gpu_util']:.3f}", f"{p['gmem_util']:.3f}", f"{p['gmem']:.1f}"])
 
 
+def write_groups(out, groups, apps_meta):
+    with open(os.path.join(out, "colocate_groups.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["group_id", "size", "model", "dataset", "batchsize", "amp", "speed",
+                    "gpu_util", "gmem_util", "gmem"])
+        for k, g in enumerate(groups):
+            for app, speed in zip(g["apps"], g["speeds"]):
+                m, d, b = apps_meta[app]
+                w.writerow([k, len(g["apps"]), m, d, b, 0, f"{speed:.4f}", f"{g['gpu_util']:.3f}",
+                            f"{g['gmem_util']:.3f}", f"{g['gmem']:.1f}"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -143,6 +158,7 @@ def main():
     ap.add_argument("--dqngpu", help="dqngpu binary: record each solo run with `dqngpu profile run`")
     ap.add_argument("--no-nvml", action="store_true", help="dry run without a GPU")
     ap.add_argument("--pairs", default="all", help="A+B,C+D,... (app keys), or all")
+    ap.add_argument("--groups", help="A+B+C,D+E,... (app keys): measure these groups instead of pairs")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting runs after this")
     args = ap.parse_args()
 
@@ -180,6 +196,35 @@ def main():
         print(f"solo {app}: {speeds['j0']:.2f} steps/s, util {nv['gpu_util']:.1f}%, "
               f"{nv['gmem']:.0f} MiB ({time.time() - t:.1f} s)", flush=True)
         write_csvs(args.out, solo, [], meta)
+
+    if args.groups:
+        raw["groups"] = []
+        groups = []
+        todo = [g.split("+") for g in args.groups.split(",")]
+        for apps_g in todo:
+            if time.time() - start > args.budget_s:
+                print(f"budget spent: {len(todo) - len(groups)} groups not measured", flush=True)
+                break
+            if not all(a in solo for a in apps_g):
+                print(f"group {'+'.join(apps_g)}: an app has no solo speed; skipped", flush=True)
+                continue
+            t = time.time()
+            r = run_group(apps_g, args, sampler, log)
+            if r is None:
+                continue
+            speeds, nv = r
+            nv = nv or {"gpu_util": 0.0, "gmem_util": 0.0, "gmem": 0.0, "samples": 0}
+            g = dict(apps=apps_g, steps=[speeds[f"j{i}"] for i in range(len(apps_g))],
+                     speeds=[speeds[f"j{i}"] / solo[a]["speed"] for i, a in enumerate(apps_g)], **nv)
+            groups.append(g)
+            raw["groups"].append(g)
+            print(f"group {' + '.join(apps_g)}: {' / '.join(f'{x:.3f}' for x in g['speeds'])} "
+                  f"({time.time() - t:.1f} s)", flush=True)
+            write_groups(args.out, groups, meta)
+            with open(os.path.join(args.out, "raw.json"), "w") as f:
+                json.dump(raw, f, indent=1)
+        print(f"done in {time.time() - start:.0f} s: {len(solo)} solo, {len(groups)} groups", flush=True)
+        return
 
     # Pairs of different apps first, then each app with a copy of itself.
     order = list(itertools.combinations([a for a in apps if a in solo], 2)) + [(a, a) for a in apps if a in solo]

@@ -13,6 +13,7 @@
 
 pub mod calibrate;
 mod contention;
+pub mod groups;
 mod measured;
 mod none;
 pub mod pairs;
