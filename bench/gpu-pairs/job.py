@@ -140,8 +140,9 @@ def wait_for(path, limit_s):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--app", required=True, choices=sorted(APPS))
-    ap.add_argument("--sync-dir", required=True, help="where ready/go/done/stop files live")
-    ap.add_argument("--id", required=True, help="this job's name in the sync files")
+    ap.add_argument("--sync-dir", help="where ready/go/done/stop files live")
+    ap.add_argument("--id", help="this job's name in the sync files")
+    ap.add_argument("--steps", type=int, help="run this many training steps and exit (no sync): a job of fixed work")
     ap.add_argument("--window", type=float, default=5.0)
     ap.add_argument("--warmup", type=int, default=10, help="steps before ready")
     ap.add_argument("--device", default="cuda")
@@ -151,6 +152,15 @@ def main():
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     step = APPS[args.app][3](args.device)
+    if args.steps is not None:
+        # Fixed work: under interference it takes longer, as a real training job does.
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            step().item()
+        print(json.dumps({"app": args.app, "steps": args.steps, "seconds": time.perf_counter() - t0}), flush=True)
+        return
+    if not (args.sync_dir and args.id):
+        raise SystemExit("job: --sync-dir and --id are needed without --steps")
     for _ in range(args.warmup):
         step().item()
     sync = args.sync_dir
