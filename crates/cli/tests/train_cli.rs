@@ -234,6 +234,27 @@ fn restarts_are_named_refused_at_zero_and_refused_for_the_thesis_agent() {
     thesis_agent_refuses(&d, &["--restarts", "2"]);
 }
 
+/// `--improvement-near-tie PCT`: recorded in the checkpoint as a percentage; outside 0-100, or
+/// for the thesis's agent, refused by name before anything is written.
+#[test]
+fn the_improvement_near_tie_is_recorded_and_refused_when_bad() {
+    let d = test_dir("near-tie");
+    let o = scorer(&d, &["--improvement-near-tie", "0"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let on = meta["trained_on"].as_str().unwrap_or_default();
+    assert!(on.contains("improvement rounds 1 (near-tie 0%)"), "{on}");
+    std::fs::remove_file(d.join("m.safetensors")).unwrap();
+    for bad in ["-1", "101", "NaN"] {
+        let o = scorer(&d, &["--improvement-near-tie", bad]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("--improvement-near-tie"), "{bad}: {err}");
+        assert!(!d.join("m.safetensors").exists());
+    }
+    thesis_agent_refuses(&d, &["--improvement-near-tie", "1"]);
+}
+
 /// `--add-to-defaults`: the caller's setting joins the default distribution (the checkpoint
 /// lists both, and --jobsets sizes the caller's only); without a setting of the caller's, or
 /// for the thesis's agent, it is refused by name.

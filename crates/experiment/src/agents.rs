@@ -183,6 +183,7 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
         improvement_rounds: t.scorer_improvement_rounds as usize,
         makespan_guard: t.scorer_makespan_guard,
         restarts: t.scorer_restarts as usize,
+        improvement_near_tie: t.scorer_improvement_near_tie_pct / 100.0,
         ..ScorerRecipe::default()
     };
     let (policy, report, curve) = st::train(&task, &tc, &recipe, &mut |s| {

@@ -209,6 +209,9 @@ pub struct TrainingConfig {
     /// The scorer's restarts: trainings from other initial weights on the same sets, the one
     /// best on validation kept (docs/RL.md). At least 1.
     pub scorer_restarts: u64,
+    /// Near-tie of the scorer's improvement-round labels, percent (docs/RL.md). Default 1; 0:
+    /// only the cheapest rows.
+    pub scorer_improvement_near_tie_pct: f64,
 }
 
 /// One EC2 instance type of the thesis's Table 5.
@@ -340,6 +343,7 @@ impl Default for TrainingConfig {
             scorer_improvement_rounds: 1,
             scorer_makespan_guard: 1.0,
             scorer_restarts: 1,
+            scorer_improvement_near_tie_pct: 1.0,
         }
     }
 }
@@ -504,6 +508,13 @@ impl ExperimentConfig {
         let guard = self.training.scorer_makespan_guard;
         if !(guard.is_finite() && guard >= 0.0) {
             return Err(bad("training.scorer_makespan_guard", format!("{guard} is not a weight >= 0")));
+        }
+        let tie = self.training.scorer_improvement_near_tie_pct;
+        if !(tie.is_finite() && (0.0..=100.0).contains(&tie)) {
+            return Err(bad(
+                "training.scorer_improvement_near_tie_pct",
+                format!("{tie} is not a percentage from 0 to 100"),
+            ));
         }
         if self.training.scorer_restarts == 0 {
             return Err(bad("training.scorer_restarts", "0: at least one training must run".into()));
@@ -684,6 +695,10 @@ mod tests {
         assert!(e.contains("training.scorer_makespan_guard") && e.contains("-0.5"), "{e}");
         let e = ExperimentConfig::from_toml("[training]\nscorer_restarts = 0\n", p).unwrap_err().to_string();
         assert!(e.contains("training.scorer_restarts"), "{e}");
+        let e = ExperimentConfig::from_toml("[training]\nscorer_improvement_near_tie_pct = -1\n", p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("training.scorer_improvement_near_tie_pct") && e.contains("-1"), "{e}");
     }
 
     proptest! {

@@ -79,6 +79,12 @@ pub struct Args {
     /// validation is kept (docs/RL.md). Default 1; each adds about a training's time.
     #[arg(long)]
     restarts: Option<usize>,
+    /// Scorer only: near-tie of the improvement rounds' look-ahead labels, in percent (rows
+    /// within it of the cheapest count as tied and the lower makespan decides; docs/RL.md).
+    /// Default 1; 0 labels only the cheapest rows (more pairs 5% better, fewer within both
+    /// of issue 10's lines).
+    #[arg(long, allow_negative_numbers = true)]
+    improvement_near_tie: Option<f64>,
     /// Scorer only, with --library/--gpus/--jobs/--arrival-rate: train on that setting *and*
     /// the default distribution (docs/RL.md), not on that setting alone; --jobsets then
     /// applies to that setting only. For apps of one's own, it keeps what the default
@@ -174,6 +180,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.restarts.is_some() {
         anyhow::bail!("--restarts repeats the scorer's training; `--algorithm thesis` has no validation to choose by");
+    }
+    if a.improvement_near_tie.is_some() {
+        anyhow::bail!(
+            "--improvement-near-tie labels the scorer's improvement rounds; `--algorithm thesis` has no look-ahead"
+        );
     }
     if a.add_to_defaults {
         anyhow::bail!("--add-to-defaults extends the scorer's training distribution; `--algorithm thesis` has none");
@@ -355,10 +366,16 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
     if restarts == 0 {
         anyhow::bail!("--restarts 0: at least one training must run");
     }
+    let improvement_near_tie = match a.improvement_near_tie {
+        None => defaults.improvement_near_tie,
+        Some(pct) if pct.is_finite() && (0.0..=100.0).contains(&pct) => pct / 100.0,
+        Some(pct) => anyhow::bail!("--improvement-near-tie {pct}: expected a percentage from 0 to 100"),
+    };
     let recipe = ScorerRecipe {
         improvement_rounds: a.improvement_rounds.unwrap_or(defaults.improvement_rounds),
         makespan_guard,
         restarts,
+        improvement_near_tie,
         ..defaults
     };
     let (policy, report, curve) = st::train(&task, &cfg, &recipe, &mut |s| {
@@ -377,7 +394,8 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         train: cfg,
         trained_on: format!(
             "settings [{}], classes {}, interference {}, training seeds from {base}, budget {}; improvement rounds \
-             {}, makespan guard {}, restarts {} (validation {}, kept restart {}); teachers {}; validation \
+             {} (near-tie {}%), makespan guard {}, restarts {} (validation {}, kept restart {}); teachers {}; \
+             validation \
              (objective / best rule's, 1 = as good): best rule {:.4}, untrained {:.4}, imitation {:.4}, kept {:.4} ({})",
             settings
                 .iter()
@@ -396,6 +414,7 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
             a.interference,
             a.max_slowdown.as_deref().unwrap_or("off"),
             recipe.improvement_rounds,
+            recipe.improvement_near_tie * 100.0,
             recipe.makespan_guard,
             recipe.restarts,
             report.restart_validation.iter().map(|v| format!("{v:.4}")).collect::<Vec<_>>().join(", "),

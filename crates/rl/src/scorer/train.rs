@@ -140,10 +140,21 @@ pub struct ScorerRecipe {
     /// training with one restart, so more never end worse on validation.
     #[serde(default = "one")]
     pub restarts: usize,
+    /// Near-tie of the improvement rounds' look-ahead labels, a fraction: rows within it of the
+    /// cheapest count as tied and the lower other metric decides. [`NEAR_TIE`] (1%) by
+    /// default, as the first look-ahead round; 0 labels only the cheapest rows under the
+    /// guarded cost (docs/RL.md, "Ninth session": more pairs 5% better, fewer within both
+    /// lines). A recipe written before the field existed reads as 1%, how it trained.
+    #[serde(default = "near_tie")]
+    pub improvement_near_tie: f64,
 }
 
 fn one() -> usize {
     1
+}
+
+fn near_tie() -> f64 {
+    NEAR_TIE
 }
 
 impl Default for ScorerRecipe {
@@ -162,6 +173,7 @@ impl Default for ScorerRecipe {
             improvement_rounds: 1,
             makespan_guard: 1.0,
             restarts: 1,
+            improvement_near_tie: NEAR_TIE,
         }
     }
 }
@@ -447,8 +459,8 @@ pub fn play_out(sim: &Simulator, round: &Round<'_>, row: usize, base: &dyn Polic
 
 /// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the
 /// `prior` scores highest (at most `top_k`, plus hold) are each played out to the end with
-/// `base`; the rows with the lowest objective are the labels. `learner` (DAgger) or the best
-/// row drives.
+/// `base`; the rows with the lowest objective are the labels (within `near_tie` of it, the
+/// better other metric decides). `learner` (DAgger) or the best row drives.
 ///
 /// One piece on purpose (about 85 lines): the episode loop, the rollouts of one choice and
 /// their labelling share the simulator snapshot and the round, and read best in one place.
@@ -462,6 +474,7 @@ fn lookahead_episode(
     learner: Option<&Mlp>,
     greedy: &Greedy,
     top_k: usize,
+    near_tie: f64,
 ) -> Result<Vec<Step>, RlError> {
     let mut steps = Vec::new();
     let mut sim = Simulator::new(&ep.cluster, &ep.library, &ep.set, task.interference.clone(), config_of(task, ep))?;
@@ -493,7 +506,7 @@ fn lookahead_episode(
                 let min = costs.iter().copied().fold(f64::INFINITY, f64::min);
                 // Near-ties on the objective go to the better other metric.
                 let near: Vec<usize> =
-                    (0..tried.len()).filter(|&k| costs[k] <= min * (1.0 + NEAR_TIE) + 1e-9).collect();
+                    (0..tried.len()).filter(|&k| costs[k] <= min * (1.0 + near_tie) + 1e-9).collect();
                 let min2 = near.iter().map(|&k| second[k]).fold(f64::INFINITY, f64::min);
                 let labels: Vec<usize> = near
                     .iter()
@@ -871,7 +884,7 @@ fn train_run(
                     None => rules[teacher_of[e]].as_ref(),
                 }
             };
-            report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base)?;
+            report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base, NEAR_TIE)?;
             let v = keep_if_better(task, &net, validate, &mut best, format!("lookahead {}", round + 1))?;
             report.lookahead_validation.push(v);
         }
@@ -890,7 +903,8 @@ fn train_run(
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1a2 ^ round as u64);
         let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
         let base = best.1.clone();
-        report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &|_| &base)?;
+        report.lookahead_steps +=
+            expert_round(task, &learning, &mut opt, &mut rng, &|_| &base, recipe.improvement_near_tie)?;
         let name = format!("improvement {}", round + 1);
         let v = keep_if_better(task, &net, validate, &mut best, format!("{name} lookahead"))?;
         report.lookahead_validation.push(v);
@@ -913,7 +927,8 @@ struct Learning<'a> {
 }
 
 /// One round of expert iteration: look-ahead labels from the network's current scores as the
-/// prior, each choice's rows played out with `base(e)` on training set `e`; the labels drive
+/// prior, each choice's rows played out with `base(e)` on training set `e`, rows within
+/// `near_tie` of the cheapest tied (the better other metric decides); the labels drive
 /// (pass 1), then the network does (pass 2, DAgger), each pass followed by fitting on all the
 /// round's labels. Returns the labelled steps.
 fn expert_round<'p>(
@@ -922,6 +937,7 @@ fn expert_round<'p>(
     opt: &mut Opt,
     rng: &mut ChaCha8Rng,
     base: &(dyn (Fn(usize) -> &'p dyn Policy) + Sync),
+    near_tie: f64,
 ) -> Result<usize, RlError> {
     let prior = Mlp::from_net(l.net)?;
     let mut data: Vec<Step> = Vec::new();
@@ -937,6 +953,7 @@ fn expert_round<'p>(
                 learner.as_ref(),
                 l.greedy,
                 l.recipe.lookahead_top_k,
+                near_tie,
             )
         })?;
         data.extend(more.into_iter().flatten());
@@ -1212,6 +1229,19 @@ pub fn settings_episodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recipe stored before the improvement rounds' near-tie was a setting (a checkpoint's
+    /// `train` metadata) reads as the 1% it trained with; the field round-trips.
+    #[test]
+    fn a_recipe_from_before_the_improvement_near_tie_reads_as_the_old_tie() {
+        let strict = ScorerRecipe { improvement_near_tie: 0.0, ..ScorerRecipe::default() };
+        let mut v = serde_json::to_value(&strict).unwrap();
+        let back: ScorerRecipe = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back.improvement_near_tie, 0.0);
+        v.as_object_mut().unwrap().remove("improvement_near_tie");
+        let old: ScorerRecipe = serde_json::from_value(v).unwrap();
+        assert_eq!(old.improvement_near_tie, NEAR_TIE);
+    }
 
     /// The guard charges nothing up to 1% over the best rule's makespan, then W x the best
     /// rule's JCT per share of makespan beyond it; under the makespan objective it is moot.
