@@ -7,8 +7,8 @@
 #   1. records each app alone with `dqngpu profile run` (fixed training steps, bench/gpu-pairs/job.py
 #      --steps) into $OUT/lib/ (a --library);
 #   2. for each scheduler in SCHEDULERS (default "greedy sjf"; `dqngpu` loads MODEL), starts `dqngpu serve --library
-#      $OUT/lib --interference contention-h100` on a fresh database, submits the same six jobs at
-#      once, waits for them, and writes every job's record to $OUT/SCHEDULER.json.
+#      $OUT/lib --interference contention-h100` on a fresh database, submits the same six jobs as
+#      one batch, waits for them, and writes every job's record to $OUT/SCHEDULER.json.
 # Then, here: python3 scripts/real_vs_sim.py $OUT (runs `dqngpu simulate` on the same jobs and
 # profiles and prints measured against simulated mean JCT and makespan).
 # Every command runs under `timeout`; the whole keeps to BUDGET_S (default 560 s), skipping a
@@ -65,12 +65,18 @@ for sched in $SCHEDULERS; do
     pid=$!
     get() { "$PY" -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "$1"; }
     for _ in $(seq 100); do get "$url/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
-    ids=
-    for app in $JOBS; do
-        id=$(timeout 15 "$DQN" submit --server "$url" --app "$app" -- "$PY" "$JOB" --app "$app" \
-            --steps "$(steps_of "$app")" 2>>"$LOG")
-        ids="$ids $id"
-    done
+    # One batch (POST /v1/jobs/batch), so the policy sees the six jobs at once, as the simulator does.
+    batch=
+    for app in $JOBS; do batch="$batch $app:$(steps_of "$app")"; done
+    ids=$(timeout 15 "$PY" - "$url" "$PY" "$JOB" $batch <<'EOF' 2>>"$LOG"
+import json, sys, urllib.request
+url, py, job, specs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+jobs = [{"app": a, "command": [py, job, "--app", a, "--steps", n]} for a, n in (s.rsplit(":", 1) for s in specs)]
+req = urllib.request.Request(f"{url}/v1/jobs/batch", json.dumps({"jobs": jobs}).encode(),
+                             {"content-type": "application/json"})
+print(" ".join(str(j["id"]) for j in json.load(urllib.request.urlopen(req, timeout=10))["jobs"]))
+EOF
+)
     log "$sched: submitted$ids"
     timeout $(($(left) - 10)) "$PY" - "$url" $ids <<'EOF' >>"$LOG" 2>&1
 import json, sys, time, urllib.request

@@ -45,6 +45,7 @@ pub fn app(state: AppState) -> Router {
     let timeout = state.request_timeout;
     Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
+        .route("/v1/jobs/batch", axum::routing::post(submit_batch))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/cluster", get(cluster))
@@ -111,6 +112,49 @@ async fn submit(
         StatusCode::OK
     };
     Ok((status, Json(Submitted { id: rec.id, state: rec.state })).into_response())
+}
+
+/// Most jobs in one batch.
+pub const MAX_BATCH: usize = 1000;
+
+/// A batch submission: the jobs, queued together.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    /// The jobs, in order (their ids follow it).
+    pub jobs: Vec<SubmitRequest>,
+}
+
+/// Queues every job of a batch in one transaction and wakes the placement loop once, so it
+/// decides over the whole batch (a job set given at once, as `simulate` takes it), not the
+/// first job alone. All or nothing: an invalid job refuses the batch, naming its index.
+async fn submit_batch(
+    State(s): State<AppState>,
+    body: Result<Json<BatchRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
+        return Err(ApiError::BadRequest(format!(
+            "field `jobs`: {} jobs; a batch holds 1 to {MAX_BATCH}",
+            req.jobs.len()
+        )));
+    }
+    let jobs = req
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            validate::submission(r).map_err(|e| match e {
+                ApiError::BadRequest(m) => ApiError::BadRequest(format!("jobs[{i}]: {m}")),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let recs = s.core.store.insert_jobs(&jobs, unix_now())?;
+    s.core.metrics.submissions.fetch_add(recs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    s.core.wake.notify_one();
+    let out: Vec<Submitted> = recs.into_iter().map(|r| Submitted { id: r.id, state: r.state }).collect();
+    Ok((StatusCode::CREATED, Json(json!({ "jobs": out }))).into_response())
 }
 
 #[derive(Debug, Deserialize)]

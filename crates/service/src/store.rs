@@ -122,6 +122,21 @@ pub struct Store {
     reader: Mutex<Connection>,
 }
 
+/// One queued job and its `submitted` event, inside `tx`.
+fn insert_in(tx: &rusqlite::Transaction<'_>, job: &NewJob, key: Option<&str>, now: f64) -> Result<JobRecord> {
+    tx.execute(
+        "INSERT INTO jobs (app, command, env, input_size_mb, params, state, submitted_at, idempotency_key) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7)",
+        params![job.app, json(&job.command)?, json(&job.env)?, job.input_size_mb, job.params, now, key],
+    )?;
+    let id = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT INTO events (at, job_id, kind, detail) VALUES (?1, ?2, 'submitted', ?3)",
+        params![now, id, job.app],
+    )?;
+    Ok(tx.query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"), [id], job_from_row)?)
+}
+
 fn json<T: serde::Serialize>(v: &T) -> Result<String> {
     Ok(serde_json::to_string(v)?)
 }
@@ -211,19 +226,19 @@ impl Store {
                 return Ok((j, false));
             }
         }
-        tx.execute(
-            "INSERT INTO jobs (app, command, env, input_size_mb, params, state, submitted_at, idempotency_key) \
-             VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7)",
-            params![job.app, json(&job.command)?, json(&job.env)?, job.input_size_mb, job.params, now, key],
-        )?;
-        let id = tx.last_insert_rowid();
-        tx.execute(
-            "INSERT INTO events (at, job_id, kind, detail) VALUES (?1, ?2, 'submitted', ?3)",
-            params![now, id, job.app],
-        )?;
-        let rec = tx.query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"), [id], job_from_row)?;
+        let rec = insert_in(&tx, job, key, now)?;
         tx.commit()?;
         Ok((rec, true))
+    }
+
+    /// Inserts every job of a batch in one transaction, in order: all or none, so the
+    /// scheduler never sees part of a batch.
+    pub fn insert_jobs(&self, jobs: &[NewJob], now: f64) -> Result<Vec<JobRecord>> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let recs = jobs.iter().map(|j| insert_in(&tx, j, None, now)).collect::<Result<Vec<_>>>()?;
+        tx.commit()?;
+        Ok(recs)
     }
 
     /// One job.

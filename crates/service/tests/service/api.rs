@@ -113,3 +113,51 @@ async fn futures_ids(router: &axum::Router, n: usize) -> Vec<u64> {
     }
     v
 }
+
+/// A batch is queued in one transaction and placed as one job set: under shortest-job-first
+/// on one GPU, the batch's short job (second in it) starts first, and the long one waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_queued_at_once_and_placed_as_one_job_set() {
+    let t = start("titanxp:1", "sjf");
+    for (app, secs) in [("long", 120), ("short", 10)] {
+        let (s, v) = call(&t.router, "POST", "/v1/profiles", Some(&profile_json(app, 1000.0, 50.0, secs)), &[]).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let body = serde_json::json!({ "jobs": [
+        { "app": "long", "command": ["sleep", "30"] },
+        { "app": "short", "command": ["sleep", "30"] },
+    ] })
+    .to_string();
+    let (s, v) = call(&t.router, "POST", "/v1/jobs/batch", Some(&body), &[]).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let ids: Vec<u64> = v["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[1], ids[0] + 1, "ids follow the batch's order: {v}");
+    wait_for(&t.router, ids[1], |v| v["state"] == "running").await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (_, long) = call(&t.router, "GET", &format!("/v1/jobs/{}", ids[0]), None, &[]).await;
+    assert_eq!(long["state"], "queued", "{long}");
+    for id in &ids {
+        call(&t.router, "DELETE", &format!("/v1/jobs/{id}"), None, &[]).await;
+    }
+    t.service.stop().await;
+}
+
+/// All or nothing: one bad job refuses the batch, naming its index, and queues none; an empty
+/// batch and unknown fields are refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_job_refuses_the_whole_batch_naming_it() {
+    let t = start("titanxp:1", "sjf");
+    let body = r#"{"jobs":[{"app":"googlenet","command":["true"]},{"app":"googlenet","command":[]}]}"#;
+    let (s, v) = call(&t.router, "POST", "/v1/jobs/batch", Some(body), &[]).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("jobs[1]") && msg.contains("command"), "{msg}");
+    let (_, all) = call(&t.router, "GET", "/v1/jobs", None, &[]).await;
+    assert_eq!(all["jobs"].as_array().map(Vec::len), Some(0), "{all}");
+    let (s, v) = call(&t.router, "POST", "/v1/jobs/batch", Some(r#"{"jobs":[]}"#), &[]).await;
+    assert!(s == StatusCode::BAD_REQUEST && v["error"]["message"].as_str().unwrap_or_default().contains("jobs"), "{v}");
+    let (s, v) = call(&t.router, "POST", "/v1/jobs/batch", Some(r#"{"jobs":[],"x":1}"#), &[]).await;
+    assert!(s.is_client_error() && v["error"]["message"].as_str().unwrap_or_default().contains('x'), "{s} {v}");
+    t.service.stop().await;
+}

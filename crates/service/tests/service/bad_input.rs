@@ -163,11 +163,12 @@ proptest! {
     fn random_bodies_never_break_the_api(body in prop_oneof![
         json_value().prop_map(|v| v.to_string()),
         prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-    ], route in 0usize..2) {
+        prop::collection::vec(json_value(), 0..4).prop_map(|v| serde_json::json!({ "jobs": v }).to_string()),
+    ], route in 0usize..3) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         rt.block_on(async {
             let t = shared();
-            let uri = ["/v1/jobs", "/v1/profiles"][route];
+            let uri = ["/v1/jobs", "/v1/profiles", "/v1/jobs/batch"][route];
             let (s, v) = call(&t, "POST", uri, Some(&body), &[]).await;
             prop_assert!(s.is_success() || s.is_client_error(), "{s} for {body}: {v}");
             if s.is_client_error() {
