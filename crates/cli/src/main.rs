@@ -46,6 +46,8 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Submit a job to the service.
     Submit(cmd::client::SubmitArgs),
+    /// Submit a job set to the service as one batch (placed together).
+    SubmitBatch(cmd::client::BatchArgs),
     /// List the service's jobs.
     Jobs(cmd::client::JobsArgs),
     /// Show one job of the service.
@@ -71,6 +73,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trace(a) => cmd::trace::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Submit(a) => cmd::client::submit(a),
+        Command::SubmitBatch(a) => cmd::client::submit_batch(a),
         Command::Jobs(a) => cmd::client::jobs(a),
         Command::Job(a) => cmd::client::job(a),
         Command::Cancel(a) => cmd::client::cancel(a),

@@ -200,3 +200,36 @@ fn an_unknown_interference_model_is_refused_naming_the_valid_ones() {
     assert!(err.contains("--interference") && err.contains("contention-h100"), "{err}");
     assert!(!data.join("dqngpu.sqlite").exists(), "nothing should start: {err}");
 }
+
+/// `dqngpu submit-batch FILE` against a real server on loopback: the file's jobs are queued as
+/// one batch and run, their ids printed in order; a file that is not JSON, or a batch with a
+/// bad job, is refused naming the file (and the job's index) and queues nothing.
+#[test]
+fn submit_batch_queues_a_file_of_jobs_and_refuses_a_bad_one_whole() {
+    let dir = test_dir("batch");
+    let server = serve(&dir.join("data"), free_port(), "sjf");
+    post(&format!("{}/v1/profiles", server.url), profile("short", 1000.0, 20.0));
+    let submit =
+        |file: &Path| Command::new(BIN).args(["submit-batch", "--server", &server.url]).arg(file).output().unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"jobs": [{"app": "short", "command": ["true"]}, {"app": "short", "command": []}]}"#)
+        .unwrap();
+    let out = submit(&bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("bad.json") && err.contains("jobs[1]"), "{err}");
+    let broken = dir.join("broken.json");
+    std::fs::write(&broken, "[{\"app\": \"short\",\n \"command\": [\"true\"]").unwrap();
+    let out = submit(&broken);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("broken.json") && err.contains("line 2"), "{err}");
+    assert!(all_jobs(&server.url).is_empty(), "a refused batch queues nothing");
+    let good = dir.join("jobs.json");
+    let jobs: Vec<Value> = (0..3).map(|_| json!({ "app": "short", "command": ["true"] })).collect();
+    std::fs::write(&good, serde_json::to_string(&jobs).unwrap()).unwrap();
+    let out = submit(&good);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ids: Vec<u64> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let done = wait_all_final(&server.url, 3);
+    assert!(done.iter().all(|j| j["state"] == "succeeded"), "{done:?}");
+}

@@ -1,4 +1,4 @@
-//! Client commands for the placement service: `submit`, `jobs`, `job`, `cancel`.
+//! Client commands for the placement service: `submit`, `submit-batch`, `jobs`, `job`, `cancel`.
 //!
 //! The server comes from `--server` or `DQNGPU_SERVER` (default http://127.0.0.1:7070); a
 //! token from `--token-file` or `DQNGPU_TOKEN`.
@@ -104,6 +104,17 @@ pub struct SubmitArgs {
     command: Vec<String>,
 }
 
+/// `dqngpu submit-batch` arguments.
+#[derive(clap::Args, Debug)]
+pub struct BatchArgs {
+    /// JSON file of the jobs (`-`: standard input): `{"jobs": [JOB, ...]}` or `[JOB, ...]`,
+    /// each JOB as `POST /v1/jobs` takes it (`app`, `command`, optional `env`,
+    /// `input_size_mb`, `params`).
+    file: PathBuf,
+    #[command(flatten)]
+    conn: Conn,
+}
+
 /// Prints to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 fn out(text: impl std::fmt::Display) -> anyhow::Result<()> {
     use std::io::Write;
@@ -162,6 +173,29 @@ pub fn submit(a: SubmitArgs) -> anyhow::Result<()> {
     }
     let v = a.conn.call("POST", "/v1/jobs", Some(body), a.idempotency_key.as_deref())?;
     out(&v["id"])?;
+    Ok(())
+}
+
+/// `dqngpu submit-batch`: queues the file's jobs as one batch (`POST /v1/jobs/batch`: all or
+/// none, placed together); prints their ids, one per line, in the file's order.
+pub fn submit_batch(a: BatchArgs) -> anyhow::Result<()> {
+    let name = a.file.display().to_string();
+    let text = if name == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading the batch from standard input")?
+    } else {
+        std::fs::read_to_string(&a.file).with_context(|| format!("reading {name}"))?
+    };
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{name}: not JSON"))?;
+    let body = match v {
+        Value::Array(jobs) => json!({ "jobs": jobs }),
+        Value::Object(ref o) if o.contains_key("jobs") => v,
+        _ => anyhow::bail!("{name}: expected {{\"jobs\": [...]}} or a JSON array of jobs"),
+    };
+    let reply =
+        a.conn.call("POST", "/v1/jobs/batch", Some(body), None).with_context(|| format!("submitting {name}"))?;
+    for j in reply["jobs"].as_array().into_iter().flatten() {
+        out(&j["id"])?;
+    }
     Ok(())
 }
 
