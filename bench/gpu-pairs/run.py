@@ -179,7 +179,7 @@ def main():
     log = open(os.path.join(args.out, "jobs.log"), "a")
     sampler = None if args.no_nvml else Sampler(args.gpu)
     start = time.time()
-    raw = {"gpu": sampler.name if sampler else "none", "window_s": args.window, "solo": {}, "pairs": []}
+    raw = {"gpu": sampler.name if sampler else "none", "window_s": args.window, "solo": {}}
     solo = {}
     for app in apps:
         t = time.time()
@@ -197,62 +197,45 @@ def main():
               f"{nv['gmem']:.0f} MiB ({time.time() - t:.1f} s)", flush=True)
         write_csvs(args.out, solo, [], meta)
 
+    # Pairs of different apps first, then each app with a copy of itself; or the named groups.
     if args.groups:
-        raw["groups"] = []
-        groups = []
         todo = [g.split("+") for g in args.groups.split(",")]
-        for apps_g in todo:
-            if time.time() - start > args.budget_s:
-                print(f"budget spent: {len(todo) - len(groups)} groups not measured", flush=True)
-                break
-            if not all(a in solo for a in apps_g):
-                print(f"group {'+'.join(apps_g)}: an app has no solo speed; skipped", flush=True)
-                continue
-            t = time.time()
-            r = run_group(apps_g, args, sampler, log)
-            if r is None:
-                continue
-            speeds, nv = r
-            nv = nv or {"gpu_util": 0.0, "gmem_util": 0.0, "gmem": 0.0, "samples": 0}
-            g = dict(apps=apps_g, steps=[speeds[f"j{i}"] for i in range(len(apps_g))],
-                     speeds=[speeds[f"j{i}"] / solo[a]["speed"] for i, a in enumerate(apps_g)], **nv)
-            groups.append(g)
-            raw["groups"].append(g)
-            print(f"group {' + '.join(apps_g)}: {' / '.join(f'{x:.3f}' for x in g['speeds'])} "
-                  f"({time.time() - t:.1f} s)", flush=True)
-            write_groups(args.out, groups, meta)
-            with open(os.path.join(args.out, "raw.json"), "w") as f:
-                json.dump(raw, f, indent=1)
-        print(f"done in {time.time() - start:.0f} s: {len(solo)} solo, {len(groups)} groups", flush=True)
-        return
-
-    # Pairs of different apps first, then each app with a copy of itself.
-    order = list(itertools.combinations([a for a in apps if a in solo], 2)) + [(a, a) for a in apps if a in solo]
-    if args.pairs != "all":
-        order = [tuple(p.split("+")) for p in args.pairs.split(",")]
-    pairs = []
-    for a, b in order:
+    elif args.pairs != "all":
+        todo = [p.split("+") for p in args.pairs.split(",")]
+    else:
+        measured = [a for a in apps if a in solo]
+        todo = [list(p) for p in itertools.combinations(measured, 2)] + [[a, a] for a in measured]
+    kind = "groups" if args.groups else "pairs"
+    raw[kind] = []
+    for members in todo:
         if time.time() - start > args.budget_s:
-            print(f"budget spent: {len(order) - len(pairs)} pairs not measured", flush=True)
+            print(f"budget spent: {len(todo) - len(raw[kind])} {kind} not measured", flush=True)
             break
+        if not all(a in solo for a in members):
+            print(f"{' + '.join(members)}: an app has no solo speed; skipped", flush=True)
+            continue
         t = time.time()
-        r = run_group([a, b], args, sampler, log)
+        r = run_group(members, args, sampler, log)
         if r is None:
             continue
         speeds, nv = r
         nv = nv or {"gpu_util": 0.0, "gmem_util": 0.0, "gmem": 0.0, "samples": 0}
-        p = dict(app1=a, app2=b, steps1=speeds["j0"], steps2=speeds["j1"],
-                 speed1=speeds["j0"] / solo[a]["speed"], speed2=speeds["j1"] / solo[b]["speed"], **nv)
-        pairs.append(p)
-        raw["pairs"].append(p)
-        print(f"pair {a} + {b}: {p['speed1']:.3f} / {p['speed2']:.3f} ({time.time() - t:.1f} s)", flush=True)
-        write_csvs(args.out, solo, pairs, meta)
+        steps = [speeds[f"j{i}"] for i in range(len(members))]
+        rel = [x / solo[a]["speed"] for x, a in zip(steps, members)]
+        if args.groups:
+            raw[kind].append(dict(apps=members, steps=steps, speeds=rel, **nv))
+            write_groups(args.out, raw[kind], meta)
+        else:
+            (a, b), (s1, s2), (r1, r2) = members, steps, rel
+            raw[kind].append(dict(app1=a, app2=b, steps1=s1, steps2=s2, speed1=r1, speed2=r2, **nv))
+            write_csvs(args.out, solo, raw[kind], meta)
+        print(f"{kind[:-1]} {' + '.join(members)}: {' / '.join(f'{x:.3f}' for x in rel)} "
+              f"({time.time() - t:.1f} s)", flush=True)
         with open(os.path.join(args.out, "raw.json"), "w") as f:
             json.dump(raw, f, indent=1)
     with open(os.path.join(args.out, "raw.json"), "w") as f:
         json.dump(raw, f, indent=1)
-    print(f"done in {time.time() - start:.0f} s: {len(solo)} solo, {len(pairs)} pairs", flush=True)
-
+    print(f"done in {time.time() - start:.0f} s: {len(solo)} solo, {len(raw[kind])} {kind}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -10,10 +10,9 @@
 use std::path::Path;
 
 use dqngpu_interference::by_name;
-use dqngpu_interference::calibrate::lucid_gpu;
+use dqngpu_interference::calibrate::{fair_share_rate, lucid_gpu};
 use dqngpu_interference::groups::{demands, mape_by_size, predict_group, read_groups};
 use dqngpu_model::library::lucid::load_solo;
-use dqngpu_model::Resources;
 
 fn speeds(v: &[f64]) -> String {
     v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join("/")
@@ -41,13 +40,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("\nMAPE (%) by group size (jobs in brackets):");
-    let fair = |d: &[Resources]| {
-        let sum: f64 = d.iter().map(|r| r.gpu_util_pct).sum();
-        vec![if sum > 100.0 { 100.0 / sum } else { 1.0 }; d.len()]
-    };
     let mut rows = vec![
         ("no slowdown", mape_by_size(&groups, &solo, |_, d| vec![1.0; d.len()])?),
-        ("fair share", mape_by_size(&groups, &solo, |_, d| fair(d))?),
+        ("fair share", mape_by_size(&groups, &solo, |_, d| vec![fair_share_rate(d); d.len()])?),
     ];
     for name in ["contention", "contention-h100"] {
         let m = by_name(name)?;

@@ -102,9 +102,18 @@ pub fn no_slowdown(_o: &Observation) -> [f64; 2] {
 
 /// Reference: each job gets 100 / (sum of GPU util) when the pair's util is over 100%.
 pub fn fair_share(o: &Observation) -> [f64; 2] {
-    let sum = o.demands[0].gpu_util_pct + o.demands[1].gpu_util_pct;
-    let s = if sum > 100.0 { 100.0 / sum } else { 1.0 };
+    let s = fair_share_rate(&o.demands);
     [s, s]
+}
+
+/// Every job's rate under fair sharing of GPU util above 100%: 100 / the summed util, or 1.
+pub fn fair_share_rate(demands: &[Resources]) -> f64 {
+    let sum: f64 = demands.iter().map(|d| d.gpu_util_pct).sum();
+    if sum > 100.0 {
+        100.0 / sum
+    } else {
+        1.0
+    }
 }
 
 fn contention_mape(obs: &[Observation], gpu: &GpuSpec, p: ContentionParams) -> f64 {

@@ -194,11 +194,7 @@ mod tests {
         let lucid = crate::by_name("contention").unwrap();
         let fitted = mape_by_size(&groups, &solo, |g, d| predict_group(h100.as_ref(), &gpu, g, d)).unwrap();
         let lucid_fit = mape_by_size(&groups, &solo, |g, d| predict_group(lucid.as_ref(), &gpu, g, d)).unwrap();
-        let fair = mape_by_size(&groups, &solo, |_, d| {
-            let sum: f64 = d.iter().map(|r| r.gpu_util_pct).sum();
-            vec![if sum > 100.0 { 100.0 / sum } else { 1.0 }; d.len()]
-        })
-        .unwrap();
+        let fair = mape_by_size(&groups, &solo, |_, d| vec![crate::calibrate::fair_share_rate(d); d.len()]).unwrap();
         for size in [3, 4] {
             let (f, n) = fitted[&size];
             assert!(n >= 8, "size {size}: {n} jobs");
