@@ -39,6 +39,7 @@ WORK=$(mktemp -d /tmp/dqngpu-gpu-check.XXXXXX)
 DQN=$BIN/dqngpu
 URL=http://127.0.0.1:$PORT
 PY=$(command -v python3 || echo python3)
+H=$ROOT/scripts/service_http.py
 T0=$(date +%s)
 SERVER_PID=
 
@@ -83,83 +84,6 @@ cleanup() {
 trap cleanup EXIT
 
 # A tiny HTTP client (curl may be absent): get URL | wait URL SECS | poll URL SECS ID... | state URL ID
-cat >"$WORK/h.py" <<'EOF'
-import json, sys, time, urllib.request
-
-def get(url):
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return r.read().decode()
-
-cmd, url = sys.argv[1], sys.argv[2]
-if cmd == "get":
-    print(get(url))
-elif cmd == "wait":
-    # Waits for the server at URL (pid argv[4]) to answer; gives up early when it has exited.
-    end, pid = time.time() + float(sys.argv[3]), sys.argv[4]
-    while True:
-        try:
-            get(url)
-            sys.exit(0)
-        except Exception as e:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    gone = f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-            except OSError:
-                gone = True
-            if gone:
-                sys.exit(f"the server (pid {pid}) exited without answering at {url}")
-            if time.time() > end:
-                sys.exit(f"{url} not answering: {e}")
-            time.sleep(0.2)
-elif cmd == "poll":
-    # Waits until every job is in a final state; prints each change.
-    end, ids, last = time.time() + float(sys.argv[3]), sys.argv[4:], None
-    if not ids:
-        sys.exit("no job ids to wait for (did the submissions fail?)")
-    while True:
-        states = {i: json.loads(get(f"{url}/v1/jobs/{i}"))["state"] for i in ids}
-        if states != last:
-            print(f"t={time.strftime('%H:%M:%S')} {states}", flush=True)
-            last = states
-        if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
-            sys.exit(0 if all(s == "succeeded" for s in states.values()) else 1)
-        if time.time() > end:
-            sys.exit(f"jobs not finished in time: {states}")
-        time.sleep(0.5)
-elif cmd == "state":
-    print(json.loads(get(f"{url}/v1/jobs/{sys.argv[3]}"))["state"])
-elif cmd == "dump":
-    # The service's state as one JSON document: jobs, each job's detail, cluster, profiles.
-    d = {"jobs": json.loads(get(url + "/v1/jobs"))["jobs"]}
-    d["detail"] = [json.loads(get(f"{url}/v1/jobs/{j['id']}")) for j in d["jobs"]]
-    d["cluster"] = json.loads(get(url + "/v1/cluster"))
-    d["profiles"] = json.loads(get(url + "/v1/profiles"))
-    print(json.dumps(d, indent=1))
-elif cmd == "observed":
-    # The service recorded the app's run from NVML: an observed profile with usage in it.
-    ps = [p for p in json.loads(get(url + "/v1/profiles"))["profiles"] if p["app"] == sys.argv[3]]
-    print(json.dumps(ps))
-    ok = [p for p in ps if p["source"] == "observed" and p["peak"]["gpu_mem_mib"] > 0 and p["peak"]["gpu_util_pct"] > 0]
-    sys.exit(0 if ok else f"no observed profile of {sys.argv[3]} with non-zero peak memory and util")
-elif cmd == "survived":
-    # Every job of the dump argv[3] is in the same state after the restart; the job that ran
-    # across it (argv[4]) succeeded in one attempt (re-adopted, not run again).
-    before = {j["id"]: j for j in json.load(open(sys.argv[3]))["jobs"]}
-    after = {j["id"]: j for j in json.loads(get(url + "/v1/jobs"))["jobs"]}
-    bad = []
-    for i, j in before.items():
-        a = after.get(i)
-        if a is None or (a["state"], a["attempts"]) != (j["state"], j["attempts"]):
-            bad.append(f"job {i}: before {j['state']}/{j['attempts']} attempts, after {a and (a['state'], a['attempts'])}")
-    long = after.get(int(sys.argv[4]))
-    print(f"{len(before)} jobs compared; job {sys.argv[4]} after the restart: {long and (long['state'], long['attempts'])}")
-    if long is None or long["state"] != "succeeded" or long["attempts"] != 1:
-        bad.append(f"job {sys.argv[4]} should have succeeded in 1 attempt: {long}")
-    if not before:
-        bad.append("no jobs in the dump before the restart")
-    print("\n".join(bad) or "state survived the restart")
-    sys.exit(1 if bad else 0)
-EOF
 
 log "dqngpu GPU check: $(date -u +%FT%TZ) on $(hostname), repo $ROOT, out $OUT, budget ${BUDGET_S}s"
 log "artifacts: $(ls -l "$BIN" 2>&1 | tr '\n' ';')"
@@ -193,7 +117,7 @@ start_server() {
     # shellcheck disable=SC2086
     "$DQN" serve --listen "127.0.0.1:$PORT" --data-dir "$DATA" --tick-ms 500 $SERVE_ARGS >>"$LOG" 2>&1 &
     SERVER_PID=$!
-    step "$1" 30 "$PY" "$WORK/h.py" wait "$URL/healthz" 25 "$SERVER_PID"
+    step "$1" 30 "$PY" "$H" wait "$URL/healthz" 25 "$SERVER_PID"
 }
 # submit SECONDS: prints the new job's id. The job is the workload for SECONDS, or $JOB_CMD SECONDS.
 submit() {
@@ -207,7 +131,7 @@ submit() {
     timeout 15 "$DQN" submit --server "$URL" --app gpu_workload -- "${cmd[@]}" 2>>"$LOG"
 }
 if start_server c1-serve-up; then
-    step c2-cluster 10 "$PY" "$WORK/h.py" get "$URL/v1/cluster"
+    step c2-cluster 10 "$PY" "$H" get "$URL/v1/cluster"
     # The app has no profile: the first job runs alone on an idle GPU and its run becomes the
     # observed profile (NVML samples); the others are then placed by the policy.
     IDS=
@@ -217,29 +141,29 @@ if start_server c1-serve-up; then
         IDS="$IDS $id"
     done
     # shellcheck disable=SC2086
-    step c3-jobs-finish 120 "$PY" "$WORK/h.py" poll "$URL" 110 $IDS
+    step c3-jobs-finish 120 "$PY" "$H" poll "$URL" 110 $IDS
     step c4-jobs-table 10 "$DQN" jobs --server "$URL"
     for id in $IDS; do step "c5-job-$id" 10 "$DQN" job "$id" --server "$URL" --logs; done
-    step c6-dump 15 sh -c "'$PY' '$WORK/h.py' dump '$URL' >'$OUT/service_before.json'"
-    step c6b-observed-profile 10 "$PY" "$WORK/h.py" observed "$URL" gpu_workload
-    step c7-metrics 10 sh -c "{ echo '# before kill -9'; '$PY' '$WORK/h.py' get '$URL/metrics'; } >>'$OUT/metrics.txt'"
+    step c6-dump 15 sh -c "'$PY' '$H' dump '$URL' >'$OUT/service_before.json'"
+    step c6b-observed-profile 10 "$PY" "$H" observed "$URL" gpu_workload
+    step c7-metrics 10 sh -c "{ echo '# before kill -9'; '$PY' '$H' get '$URL/metrics'; } >>'$OUT/metrics.txt'"
     # A job running when the server dies must survive it: its supervisor outlives the server.
     LONG=$(submit $((JOB_S * 2)))
     log "submitted job 4 (runs across the restart): id '$LONG'"
     for _ in $(seq 1 40); do
-        [ "$("$PY" "$WORK/h.py" state "$URL" "$LONG" 2>/dev/null)" = running ] && break
+        [ "$("$PY" "$H" state "$URL" "$LONG" 2>/dev/null)" = running ] && break
         sleep 0.5
     done
-    log "job $LONG is $("$PY" "$WORK/h.py" state "$URL" "$LONG" 2>&1) before kill -9 of the server (pid $SERVER_PID)"
+    log "job $LONG is $("$PY" "$H" state "$URL" "$LONG" 2>&1) before kill -9 of the server (pid $SERVER_PID)"
     kill -KILL "$SERVER_PID" 2>/dev/null
     wait "$SERVER_PID" 2>/dev/null
     SERVER_PID=
     if start_server c8-serve-restart; then
         step c9-jobs-after-restart 10 "$DQN" jobs --server "$URL"
-        step c10-long-job-finishes 60 "$PY" "$WORK/h.py" poll "$URL" 50 "$LONG"
-        step c11-dump 15 sh -c "'$PY' '$WORK/h.py' dump '$URL' >'$OUT/service_after.json'"
-        step c12-state-survived 10 "$PY" "$WORK/h.py" survived "$URL" "$OUT/service_before.json" "${LONG:-0}"
-        step c13-metrics 10 sh -c "{ echo '# after restart'; '$PY' '$WORK/h.py' get '$URL/metrics'; } >>'$OUT/metrics.txt'"
+        step c10-long-job-finishes 60 "$PY" "$H" poll "$URL" 50 "$LONG"
+        step c11-dump 15 sh -c "'$PY' '$H' dump '$URL' >'$OUT/service_after.json'"
+        step c12-state-survived 10 "$PY" "$H" survived "$URL" "$OUT/service_before.json" "${LONG:-0}"
+        step c13-metrics 10 sh -c "{ echo '# after restart'; '$PY' '$H' get '$URL/metrics'; } >>'$OUT/metrics.txt'"
     fi
     if [ -n "$SERVER_PID" ]; then
         kill -TERM "$SERVER_PID" 2>/dev/null

@@ -28,6 +28,7 @@ SCHEDULERS=${SCHEDULERS:-"greedy sjf"}
 MODEL=${MODEL:-${DEVBIN:-$ROOT/.devbin}/m.safetensors}
 PORT=${PORT:-17171}
 PY=$(command -v python3 || echo python3)
+H=$ROOT/scripts/service_http.py
 JOB=${JOB:-$ROOT/bench/gpu-pairs/job.py}
 # Extra `serve` flags (`--gpus h100:1` tries the script without a GPU, with JOB a stand-in).
 SERVE_ARGS=${SERVE_ARGS:-}
@@ -63,33 +64,15 @@ for sched in $SCHEDULERS; do
     "$DQN" serve --listen "127.0.0.1:$PORT" --data-dir "$OUT/db-$sched" --library "$OUT/lib" --scheduler "$sched" \
         "${model_args[@]}" --interference contention-h100 --tick-ms 200 $SERVE_ARGS >>"$OUT/serve-$sched.log" 2>&1 &
     pid=$!
-    get() { "$PY" -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' "$1"; }
-    for _ in $(seq 100); do get "$url/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+    "$PY" "$H" wait "$url/healthz" 20 "$pid" >>"$LOG" 2>&1
     # One batch (POST /v1/jobs/batch), so the policy sees the six jobs at once, as the simulator does.
     batch=
     for app in $JOBS; do batch="$batch $app:$(steps_of "$app")"; done
-    ids=$(timeout 15 "$PY" - "$url" "$PY" "$JOB" $batch <<'EOF' 2>>"$LOG"
-import json, sys, urllib.request
-url, py, job, specs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-jobs = [{"app": a, "command": [py, job, "--app", a, "--steps", n]} for a, n in (s.rsplit(":", 1) for s in specs)]
-req = urllib.request.Request(f"{url}/v1/jobs/batch", json.dumps({"jobs": jobs}).encode(),
-                             {"content-type": "application/json"})
-print(" ".join(str(j["id"]) for j in json.load(urllib.request.urlopen(req, timeout=10))["jobs"]))
-EOF
-)
-    log "$sched: submitted$ids"
-    timeout $(($(left) - 10)) "$PY" - "$url" $ids <<'EOF' >>"$LOG" 2>&1
-import json, sys, time, urllib.request
-url, ids = sys.argv[1], sys.argv[2:]
-while True:
-    s = {i: json.load(urllib.request.urlopen(f"{url}/v1/jobs/{i}", timeout=10))["state"] for i in ids}
-    if all(v in ("succeeded", "failed", "cancelled") for v in s.values()):
-        print(s)
-        break
-    time.sleep(0.5)
-EOF
+    ids=$(timeout 15 "$PY" "$H" batch "$url" "$PY" "$JOB" $batch 2>>"$LOG")
+    log "$sched: submitted $ids"
+    timeout $(($(left) - 10)) "$PY" "$H" poll "$url" $(($(left) - 15)) $ids >>"$LOG" 2>&1
     log "$sched: finished (rc $?)"
-    get "$url/v1/jobs" >"$OUT/$sched.json" 2>>"$LOG"
+    "$PY" "$H" get "$url/v1/jobs" >"$OUT/$sched.json" 2>>"$LOG"
     kill -TERM "$pid" 2>/dev/null
     sleep 1
     kill -KILL "$pid" 2>/dev/null
