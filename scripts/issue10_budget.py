@@ -26,7 +26,7 @@ def main():
             for seed in range(1000, 1010):
                 cmd = [BIN, "simulate", "--workload", c, "--seed", str(seed), "--scheduler", sch,
                        "--max-slowdown", "10", "--format", "json"]
-                if sch == "dqngpu":
+                if sch.startswith("dqngpu"):  # dqngpu, dqngpu-plan
                     cmd += ["--model", model]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 runs.append(json.loads(out))

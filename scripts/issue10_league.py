@@ -10,16 +10,19 @@ with JCT at least 5% lower, `!` one where a heuristic beats it on both metrics b
 1% (named at the end of the line), `~` after the class a pair where no heuristic is within
 both lines either (files from before 2026-11-27 lack these two columns; they are then left
 out). The last line: within / 5% better per DIR. Used to measure the recipe's spread over
-training seeds (docs/RL.md).
+training seeds (docs/RL.md). SCHEDULER=dqngpu-plan reads that scheduler's rows instead.
 """
 import csv
+import os
 import sys
+
+NAME = os.environ.get("SCHEDULER", "dqngpu")
 
 
 def dqngpu_rows(out_dir):
-    """{(cell, class): row} of dqngpu in out_dir/league.csv."""
+    """{(cell, class): row} of NAME in out_dir/league.csv."""
     with open(f"{out_dir}/league.csv", newline="") as f:
-        return {(r["cell"], r["class"]): r for r in csv.DictReader(f) if r["scheduler"] == "dqngpu"}
+        return {(r["cell"], r["class"]): r for r in csv.DictReader(f) if r["scheduler"] == NAME}
 
 
 def main():

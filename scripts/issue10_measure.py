@@ -16,6 +16,8 @@ seeds 1000..1009 per class:
 Prints each table and the ratios issue 10 states. `TRAIN_FLAGS="--iterations 300
 --jobsets-per-iter 4"` (an environment variable) adds flags to the trained models' `train`
 calls (not to the untrained one), to measure a change to the recipe the same way.
+`SCHEDULER=dqngpu-plan` evaluates every model with search at decision time (docs/RL.md);
+`REUSE=1` keeps models already in OUT_DIR instead of training them again.
 """
 import os
 import shlex
@@ -26,10 +28,14 @@ import time
 OUT = sys.argv[1] if len(sys.argv) > 1 else "/tmp/issue10"
 BIN = "target/release/dqngpu"
 EX = "target/release/examples/scorer"
+NAME = os.environ.get("SCHEDULER", "dqngpu")
 
 
 def train(name, *flags):
     path = os.path.join(OUT, name + ".safetensors")
+    if os.environ.get("REUSE") == "1" and os.path.exists(path):
+        print(f"reused {path}", flush=True)
+        return path
     if "--iterations" not in flags:
         flags = (*flags, *shlex.split(os.environ.get("TRAIN_FLAGS", "")))
     t = time.time()
@@ -59,7 +65,7 @@ def show(title, table):
     for c, rows in table.items():
         bj = min(rows[h][0] for h in HEURISTICS)
         bm = min(rows[h][1] for h in HEURISTICS)
-        d = rows["dqngpu"]
+        d = rows[NAME]
         print(f"{c:10} {d[0]:10.1f} {bj:14.1f} {d[0] / bj:6.3f} {d[1] / bm:8.3f}")
 
 
@@ -74,9 +80,9 @@ def main():
         print(f"\ntraining matters, thesis, {gpus}, rate {rate}, {jobs} jobs: mean JCT trained / untrained")
         ratios = []
         for c in trained:
-            r = trained[c]["dqngpu"][0] / untrained[c]["dqngpu"][0]
+            r = trained[c][NAME][0] / untrained[c][NAME][0]
             ratios.append(r)
-            print(f"  {c:10} {trained[c]['dqngpu'][0]:9.1f} / {untrained[c]['dqngpu'][0]:9.1f} = {r:.3f}")
+            print(f"  {c:10} {trained[c][NAME][0]:9.1f} / {untrained[c][NAME][0]:9.1f} = {r:.3f}")
         print(f"  mean ratio {sum(ratios) / len(ratios):.3f} (issue: <= 0.90, none > 1.01)")
     show("unseen apps: plain `train -o M` on generated:1001", evaluate(m, "titanxp:1", 0, 30, "generated:1001"))
     show("trained on it: `train --library generated:1001` on generated:1001",

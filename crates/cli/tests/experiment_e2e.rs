@@ -131,6 +131,11 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     let all_rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let summary = res["summary"].as_array().unwrap();
     let cells = res["cells"].as_array().unwrap();
+    // The scorer with search at decision time runs beside it, on the same training.
+    assert!(schedulers.iter().any(|x| x == "dqngpu-plan"), "{schedulers:?}");
+    let train_of = |name: &str| summary.iter().find(|r| s(&r["scheduler"]) == name).map(|r| f(&r["train_s"]));
+    assert!(train_of("dqngpu").is_some_and(|t| t > 0.0));
+    assert_eq!(train_of("dqngpu-plan"), train_of("dqngpu"));
     // The main setting's rows, then every cell's (issue 10), each labelled.
     assert_eq!(all_rows.len(), summary.len() + cells.len());
     assert_eq!(summary.len(), classes.len() * schedulers.len());
@@ -207,6 +212,40 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     strip_wall_clock(&mut res_a);
     strip_wall_clock(&mut res_b);
     assert!(res_a == res_b, "two runs with the same seeds differ");
+}
+
+/// `dqngpu-plan` searches over the `dqngpu` scorer: listed alone, the scorer is trained for it
+/// (and not evaluated); with the thesis's image agent as `dqngpu` there is no scorer, and the
+/// plan is skipped with the reason said.
+#[test]
+fn the_plan_trains_the_scorer_it_needs_or_is_skipped_saying_why() {
+    let d = TempDir::new("plan");
+    let run = |name: &str, toml: &str| -> Value {
+        let cfg = d.0.join(format!("{name}.toml"));
+        std::fs::write(&cfg, toml).unwrap();
+        let out = d.0.join(name);
+        let o = Command::new(BIN)
+            .args(["experiment", "--quick", "--no-progress", "--config"])
+            .arg(&cfg)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+    };
+    let names =
+        |r: &Value| -> Vec<String> { r["schedulers"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect() };
+    let alone = run("alone", "[schedulers]\nnames = ['sjf', 'dqngpu-plan']\n");
+    assert_eq!(names(&alone), ["sjf", "dqngpu-plan"]);
+    assert_eq!(alone["training"][0]["scheduler"], "dqngpu");
+    assert!(alone["skipped"].as_array().unwrap().is_empty());
+    let thesis = run("thesis", "[schedulers]\nnames = ['sjf', 'dqngpu-plan']\n[training]\nalgorithm = 'thesis'\n");
+    assert_eq!(names(&thesis), ["sjf"]);
+    let skipped = thesis["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["scheduler"], "dqngpu-plan");
+    assert!(s(&skipped[0]["reason"]).contains("scorer"), "{skipped:?}");
 }
 
 #[test]

@@ -158,6 +158,23 @@ fn the_default_scorer_trains_saves_and_places_on_unseen_apps() {
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["completed"], true);
     assert_eq!(r["jobs"].as_array().unwrap().len(), 12);
+    // The same model with search at decision time, under a budget: it keeps it and finishes.
+    let o = Command::new(BIN)
+        .args(["simulate", "--workload", "random", "--library", "generated:1001", "--n-jobs", "12"])
+        .args(["--gpus", "2xtitanxp:1", "--arrival-rate", "0.05", "--scheduler", "DQNGPU-plan", "--format", "json"])
+        .args(["--max-slowdown", "10", "--model"])
+        .arg(d.join("m.safetensors"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((r["scheduler"].as_str(), r["completed"].as_bool()), (Some("dqngpu-plan"), Some(true)));
+    assert_eq!(r["budget_refusals"], 0);
+    assert!(r["jobs"].as_array().unwrap().iter().all(|j| j["exec_slowdown"].as_f64().unwrap() <= 1.10 + 1e-9));
+    // Without a model it is refused, naming what it needs.
+    let o = Command::new(BIN).args(["simulate", "--scheduler", "dqngpu-plan", "--n-jobs", "3"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("dqngpu-plan") && err.contains("model"), "{err}");
 }
 
 /// `--improvement-rounds`: one more look-ahead round and policy gradient after the first,

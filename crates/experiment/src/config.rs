@@ -303,6 +303,7 @@ impl Default for SchedulerConfig {
             "deeprm-max",
             "deeprm-mean",
             "dqngpu",
+            "dqngpu-plan",
             "fifo",
             "bestfit",
             "sjf-bestfit",

@@ -35,7 +35,7 @@ pub use results::ExperimentResults;
 pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<ExperimentResults, ExperimentError> {
     let started = Instant::now();
     cfg.validate(None)?;
-    let rl: Vec<String> = cfg.schedulers()?.into_iter().filter(|n| n.is_agent()).map(|n| n.to_string()).collect();
+    let rl = agents_to_train(&cfg.schedulers()?);
     let setup = runner::Setup::new(cfg)?;
     let bars = MultiProgress::with_draw_target(if progress {
         ProgressDrawTarget::stderr()
@@ -43,7 +43,16 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
         ProgressDrawTarget::hidden()
     });
 
-    let (trained, skipped) = agents::train(cfg, &setup, &rl, &bars)?;
+    let (trained, mut skipped) = agents::train(cfg, &setup, &rl, &bars)?;
+    // `dqngpu-plan` searches over the `dqngpu` scorer: without one it cannot run.
+    let plan = dqngpu_rl::scheduler::PLAN;
+    let has_scorer = trained.iter().any(|a| a.name == "dqngpu" && matches!(a.policy, agents::AgentPolicy::Scorer(_)));
+    if cfg.schedulers.names.iter().any(|n| n == plan) && !has_scorer {
+        skipped.push(results::Skipped {
+            scheduler: plan.into(),
+            reason: "it searches over the dqngpu scorer, which was not trained (algorithm `scorer`)".into(),
+        });
+    }
     let evaluated: Vec<String> =
         cfg.schedulers.names.iter().filter(|n| !skipped.iter().any(|s| &s.scheduler == *n)).cloned().collect();
     if !evaluated.contains(&cfg.schedulers.baseline) {
@@ -98,6 +107,18 @@ pub(crate) fn policy_for<'a>(
     budget: Option<f64>,
     setup: &runner::Setup,
 ) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
+    if name == dqngpu_rl::scheduler::PLAN {
+        let base = trained.iter().find_map(|a| match &a.policy {
+            agents::AgentPolicy::Scorer(s) if a.name == "dqngpu" => Some(s),
+            _ => None,
+        });
+        let Some(base) = base else {
+            return Err(ExperimentError::Run { what: name.into(), message: "no dqngpu scorer to search over".into() });
+        };
+        let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
+        let base = base.clone().with_caller(caller);
+        return Ok(Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(base, Default::default())));
+    }
     match trained.iter().find(|a| a.name == name) {
         Some(a) => match &a.policy {
             agents::AgentPolicy::Scorer(s) => {
@@ -108,6 +129,17 @@ pub(crate) fn policy_for<'a>(
         },
         None => Ok(dqngpu_policy::by_name_under(name, seed, Some(setup.interference.clone()))?),
     }
+}
+
+/// The RL agents to train for `names`: each agent once; `dqngpu-plan` needs `dqngpu`'s scorer.
+fn agents_to_train(names: &[dqngpu_rl::SchedulerName]) -> Vec<String> {
+    let mut rl: Vec<String> = Vec::new();
+    for n in names.iter().filter_map(|n| n.agent()) {
+        if !rl.iter().any(|r| r == n.name()) {
+            rl.push(n.name().to_string());
+        }
+    }
+    rl
 }
 
 /// A borrowed policy, boxed for the factory.

@@ -381,9 +381,11 @@ pub struct ExperimentResults {
     pub cells: Vec<SummaryRow>,
 }
 
-/// Training time of `scheduler` (0 when it was not trained).
+/// Training time of `scheduler` (0 when it was not trained); `dqngpu-plan` searches over the
+/// `dqngpu` scorer, so its training is that one's.
 pub fn train_s_of(training: &[TrainingRecord], scheduler: &str) -> f64 {
-    training.iter().filter(|t| t.scheduler == scheduler).map(|t| t.train_s).fold(0.0, |a, b| a + b)
+    let trained_as = if scheduler == dqngpu_rl::scheduler::PLAN { "dqngpu" } else { scheduler };
+    training.iter().filter(|t| t.scheduler == trained_as).map(|t| t.train_s).fold(0.0, |a, b| a + b)
 }
 
 /// One summary row per (class, scheduler) present in `runs`, in the given orders.

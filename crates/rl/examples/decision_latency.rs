@@ -41,7 +41,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cluster = ClusterSpec::parse_gpus(&gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention")?);
-    let policy = dqngpu_rl::policy_by_name("dqngpu", Some(Path::new(model)), 0)?;
+    // SCHEDULER=dqngpu-plan times the scorer with search at decision time.
+    let scheduler = std::env::var("SCHEDULER").unwrap_or_else(|_| "dqngpu".into());
+    let policy = dqngpu_rl::policy_by_name(&scheduler, Some(Path::new(model)), 0)?;
     let timed = Timed::new(policy.as_ref());
     for (c, class) in WorkloadClass::ALL.into_iter().enumerate() {
         for i in 0..sets {
@@ -50,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let times = timed.times.lock().map(|v| v.clone()).unwrap_or_default();
-    println!("{gpus}, {jobs} thesis jobs per set ({arrivals:?}), {sets} sets per class, contention");
+    println!("{scheduler}: {gpus}, {jobs} thesis jobs per set ({arrivals:?}), {sets} sets per class, contention");
     println!("all:           {}", quantiles(timed.seconds()));
     for (lo, hi) in [(0, 5), (6, 15), (16, usize::MAX)] {
         let label = if hi == usize::MAX { format!("{lo}+ waiting:") } else { format!("{lo}-{hi} waiting:") };

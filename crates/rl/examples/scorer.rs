@@ -65,8 +65,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("TOPK") {
         recipe.lookahead_top_k = v.parse()?;
     }
+    // SCHEDULER=dqngpu-plan evaluates the scorer with search at decision time instead.
+    let scheduler = std::env::var("SCHEDULER").unwrap_or_else(|_| "dqngpu".into());
     let policy: Box<dyn Policy> = match std::env::var("MODEL") {
-        Ok(m) => dqngpu_rl::policy_by_name("dqngpu", Some(std::path::Path::new(&m)), 1)?,
+        Ok(m) => dqngpu_rl::policy_by_name(&scheduler, Some(std::path::Path::new(&m)), 1)?,
         Err(_) => {
             let (policy, report, curve) = train::train(&task, &cfg, &recipe, &mut |s| {
                 if s.iteration % 5 == 0 {
@@ -104,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for r in rules {
             run(r, dqngpu_policy::by_name(r, 1)?.as_ref())?;
         }
-        run("dqngpu", policy.as_ref())?;
+        run(&scheduler, policy.as_ref())?;
         let bj = rows[..rules.len()].iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
         let bm = rows[..rules.len()].iter().map(|r| r.2).fold(f64::INFINITY, f64::min);
         for (n, j, m, s) in &rows {

@@ -11,6 +11,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::gpu::{AgentKind, RlPolicy};
 use crate::RlError;
 
+/// The name of the scorer with search at decision time.
+pub const PLAN: &str = "dqngpu-plan";
+
 /// A scheduler as the CLI, the config files and the service name it: a heuristic (one of
 /// [`dqngpu_policy::NAMES`]) or a trained RL agent ([`AgentKind`]). Parsing trims and ignores
 /// case, and accepts the aliases the resolvers accept (`best-fit`, `deeprm_max`); it prints
@@ -30,13 +33,16 @@ pub enum SchedulerName {
     Heuristic(&'static str),
     /// An RL agent, loaded from a checkpoint.
     Agent(AgentKind),
+    /// The DqnGPU scorer with search at decision time (`dqngpu-plan`,
+    /// [`crate::scorer::plan`]), loaded from a scorer checkpoint.
+    Plan,
 }
 
 impl SchedulerName {
     /// Every scheduler: the heuristics, then the RL agents.
     pub fn all() -> Vec<SchedulerName> {
         let heuristics = dqngpu_policy::NAMES.iter().map(|&n| SchedulerName::Heuristic(n));
-        heuristics.chain(AgentKind::ALL.iter().map(|&a| SchedulerName::Agent(a))).collect()
+        heuristics.chain(AgentKind::ALL.iter().map(|&a| SchedulerName::Agent(a))).chain([SchedulerName::Plan]).collect()
     }
 
     /// The heuristics only.
@@ -54,18 +60,20 @@ impl SchedulerName {
         match self {
             SchedulerName::Heuristic(n) => n,
             SchedulerName::Agent(a) => a.name(),
+            SchedulerName::Plan => PLAN,
         }
     }
 
     /// True for an RL agent (it needs a trained model).
     pub fn is_agent(self) -> bool {
-        matches!(self, SchedulerName::Agent(_))
+        matches!(self, SchedulerName::Agent(_) | SchedulerName::Plan)
     }
 
-    /// The agent, for an RL scheduler.
+    /// The agent whose model it loads, for an RL scheduler (`dqngpu-plan` loads `dqngpu`'s).
     pub fn agent(self) -> Option<AgentKind> {
         match self {
             SchedulerName::Agent(a) => Some(a),
+            SchedulerName::Plan => Some(AgentKind::Dqngpu),
             SchedulerName::Heuristic(_) => None,
         }
     }
@@ -91,6 +99,11 @@ impl SchedulerName {
             SchedulerName::Agent(agent) => {
                 let path = model.ok_or_else(|| RlError::ModelRequired { agent: agent.name().into() })?;
                 load_agent(path, agent, caller)
+            }
+            SchedulerName::Plan => {
+                let path = model.ok_or_else(|| RlError::ModelRequired { agent: PLAN.into() })?;
+                let base = crate::scorer::ScorerPolicy::load(path)?.with_caller(caller.clone());
+                Ok(Box::new(crate::scorer::plan::PlanPolicy::new(base, Default::default())))
             }
             SchedulerName::Heuristic(name) => {
                 if let Some(m) = model {
@@ -126,6 +139,9 @@ impl FromStr for SchedulerName {
         }
         if let Some(a) = AgentKind::from_name(&key) {
             return Ok(SchedulerName::Agent(a));
+        }
+        if key == PLAN || key == "dqngpu_plan" {
+            return Ok(SchedulerName::Plan);
         }
         // An alias the heuristics' resolver knows (`best-fit`): its canonical name.
         if let Ok(p) = dqngpu_policy::by_name(&key, 0) {

@@ -211,18 +211,7 @@ impl Simulator {
         interference: Arc<dyn Interference>,
         config: SimConfig,
     ) -> Result<Self, SimError> {
-        if !(config.step_s.is_finite() && config.step_s > 0.0) {
-            return Err(SimError::Config(format!(
-                "step_s must be a positive number of seconds, got {}",
-                config.step_s
-            )));
-        }
-        if !(config.decision_tick_s.is_finite() && config.decision_tick_s > 0.0) {
-            return Err(SimError::Config(format!(
-                "decision_tick_s must be a positive number of seconds, got {}",
-                config.decision_tick_s
-            )));
-        }
+        check_config(&config)?;
         let slots = cluster.gpus();
         if slots.is_empty() {
             return Err(ModelError::invalid(
@@ -239,18 +228,32 @@ impl Simulator {
             .into_iter()
             .map(|s| GpuState { node: s.node, index: s.index, spec: s.spec, running: Vec::new(), measured: None })
             .collect();
-        let books = vec![GpuBook::default(); gpus.len()];
-        let mut sim = Simulator {
+        let mut sim = Simulator::blank(config, interference, gpus, jobs, index_of);
+        sim.arrival_order = arrival_order;
+        sim.admit_arrivals();
+        Ok(sim)
+    }
+
+    /// A simulator at t = 0 over `gpus` and the job table `jobs`, nothing queued, arrived or
+    /// counted yet; the constructors set the rest.
+    fn blank(
+        config: SimConfig,
+        interference: Arc<dyn Interference>,
+        gpus: Vec<GpuState>,
+        jobs: Vec<JobState>,
+        index_of: HashMap<JobId, usize>,
+    ) -> Self {
+        Simulator {
             next_tick_s: config.decision_tick_s,
             interference,
             policy_name: "policy".into(),
             now_s: 0.0,
+            books: vec![GpuBook::default(); gpus.len()],
             gpus,
-            books,
             queue: Vec::new(),
             jobs,
             index_of,
-            arrival_order,
+            arrival_order: Vec::new(),
             next_arrival: 0,
             decision_pending: false,
             capacity_freed: false,
@@ -265,9 +268,93 @@ impl Simulator {
             events: Vec::new(),
             usage: config.record_usage.then(UsageTrace::default),
             config,
-        };
-        sim.admit_arrivals();
+        }
+    }
+
+    /// A simulation from a live cluster's moment: `view`'s running jobs keep their GPUs,
+    /// progress and start times, its waiting jobs are queued (in its order), and nothing else
+    /// will arrive. A planning policy plays its candidate futures out on it (`dqngpu-plan`),
+    /// knowing no more than the view shows. The view has no submit time for a running job, so
+    /// the result counts its JCT from its start on its GPU (a constant per job, the same in
+    /// every future played out from this view).
+    ///
+    /// Errors: a bad configuration, an empty cluster, a job listed twice.
+    pub fn from_view(
+        view: &ClusterView<'_>,
+        interference: Arc<dyn Interference>,
+        config: SimConfig,
+    ) -> Result<Self, SimError> {
+        check_config(&config)?;
+        if view.gpus.is_empty() {
+            return Err(SimError::Config("the view has no GPUs".into()));
+        }
+        let mut jobs = Vec::with_capacity(view.queue.len() + view.gpus.iter().map(|g| g.running.len()).sum::<usize>());
+        let mut books = vec![GpuBook::default(); view.gpus.len()];
+        for (g, gpu) in view.gpus.iter().enumerate() {
+            for rj in &gpu.running {
+                books[g].slots.push(jobs.len());
+                books[g].rates.push(1.0);
+                jobs.push(JobState {
+                    id: rj.id,
+                    app: rj.profile.app.name.clone(),
+                    profile: rj.profile.clone(),
+                    submit_s: rj.started_s,
+                    first_start_s: Some(rj.started_s),
+                    last_start_s: Some(rj.started_s),
+                    finish_s: None,
+                    gpu: Some(g),
+                    restarts: 0,
+                    avoid_apps: Vec::new(),
+                    sample: rj.profile.sample_index(rj.progress_s),
+                    grew: false,
+                });
+            }
+        }
+        let first_queued = jobs.len();
+        for q in view.queue {
+            jobs.push(JobState {
+                id: q.id,
+                app: q.app.clone(),
+                profile: q.profile.clone(),
+                submit_s: q.submit_s,
+                first_start_s: None,
+                last_start_s: None,
+                finish_s: None,
+                gpu: None,
+                restarts: q.restarts,
+                avoid_apps: q.avoid_apps.clone(),
+                sample: 0,
+                grew: false,
+            });
+        }
+        let index_of: HashMap<JobId, usize> = jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();
+        if index_of.len() != jobs.len() {
+            return Err(SimError::Config("the view lists a job twice".into()));
+        }
+        let mut sim = Simulator::blank(config, interference, view.gpus.to_vec(), jobs, index_of);
+        sim.books = books;
+        sim.now_s = view.now_s;
+        sim.next_tick_s = view.now_s + sim.config.decision_tick_s;
+        // Every waiting job has arrived; the queue keeps the view's order.
+        sim.arrival_order = (first_queued..sim.jobs.len()).collect();
+        sim.next_arrival = sim.arrival_order.len();
+        sim.queue = view.queue.to_vec();
+        sim.decision_pending = !sim.queue.is_empty();
         Ok(sim)
+    }
+
+    /// Plays this simulation out to the end with `policy` deciding, and finishes it.
+    ///
+    /// Errors: as [`Simulator::apply`].
+    pub fn play_out(mut self, policy: &dyn dqngpu_model::Policy) -> Result<SimResult, SimError> {
+        while !self.done() {
+            if self.needs_decision() {
+                let d = policy.decide(&self.view());
+                self.apply(&d)?;
+            }
+            self.step();
+        }
+        Ok(self.finish())
     }
 
     /// A copy from this moment that knows only the jobs submitted so far: the jobs still to
@@ -836,6 +923,20 @@ impl Simulator {
     }
 }
 
+/// Refuses a step or decision tick that is not a positive number of seconds.
+fn check_config(config: &SimConfig) -> Result<(), SimError> {
+    if !(config.step_s.is_finite() && config.step_s > 0.0) {
+        return Err(SimError::Config(format!("step_s must be a positive number of seconds, got {}", config.step_s)));
+    }
+    if !(config.decision_tick_s.is_finite() && config.decision_tick_s > 0.0) {
+        return Err(SimError::Config(format!(
+            "decision_tick_s must be a positive number of seconds, got {}",
+            config.decision_tick_s
+        )));
+    }
+    Ok(())
+}
+
 /// The simulator's job table (job-set order) and each job's index in it. Errors: an unknown
 /// app, a profile larger than every GPU (`max_mem` MiB).
 fn job_table(
@@ -896,12 +997,5 @@ pub fn run(
     let config = config.for_policy(policy);
     let mut sim = Simulator::new(cluster, library, jobset, interference, config)?;
     sim.set_policy_name(policy.name());
-    while !sim.done() {
-        if sim.needs_decision() {
-            let d = policy.decide(&sim.view());
-            sim.apply(&d)?;
-        }
-        sim.step();
-    }
-    Ok(sim.finish())
+    sim.play_out(policy)
 }

@@ -365,8 +365,23 @@ fn bad_inputs_are_errors_not_panics() {
     let e = simulate(&TestSjf, &lib, &jobs(&[("huge", 0.0)]), 1, Arc::new(NoInterference)).unwrap_err();
     assert!(!e.is_usage() && e.to_string().contains("gpu_mem_mib") && e.to_string().contains("20000"), "{e}");
     let config = SimConfig { step_s: 0.0, ..SimConfig::default() };
-    let e = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), config).err().unwrap();
+    let e = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), config.clone())
+        .err()
+        .unwrap();
     assert!(matches!(e, SimError::Config(_)), "{e}");
+    // A simulation from a view: the same checks, and a view it cannot hold is refused by name.
+    let sim = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), SimConfig::default())
+        .unwrap();
+    let view = sim.view();
+    let e = Simulator::from_view(&view, Arc::new(NoInterference), config).err().unwrap();
+    assert!(e.to_string().contains("step_s"), "{e}");
+    let empty = ClusterView { now_s: 0.0, gpus: &[], queue: view.queue };
+    let e = Simulator::from_view(&empty, Arc::new(NoInterference), SimConfig::default()).err().unwrap();
+    assert!(e.to_string().contains("no GPUs"), "{e}");
+    let twice = [view.queue[0].clone(), view.queue[0].clone()];
+    let doubled = ClusterView { queue: &twice, ..view };
+    let e = Simulator::from_view(&doubled, Arc::new(NoInterference), SimConfig::default()).err().unwrap();
+    assert!(e.to_string().contains("twice"), "{e}");
 }
 
 // ---------------------------------------------------------------- stepping API
@@ -633,16 +648,23 @@ mod memory_property {
             })
     }
 
+    /// Heuristic `policy` (an index into the names; past them, a packer that ignores future
+    /// memory growth, which provokes OOM kills) and fair sharing or no interference.
+    fn policy_and_model(policy: usize, fair: bool) -> (Box<dyn Policy>, Arc<dyn Interference>) {
+        let p: Box<dyn Policy> = match dqngpu_policy::NAMES.get(policy) {
+            Some(name) => dqngpu_policy::by_name(name, 1).unwrap(),
+            None => Box::new(PackAll),
+        };
+        let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
+        (p, interference)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
         fn no_gpu_ever_holds_more_memory_than_it_has((lib, set, gpus, policy, fair) in arb_case()) {
             // Every heuristic, plus a packer that ignores future memory growth (it provokes OOM kills).
-            let p: Box<dyn Policy> = match dqngpu_policy::NAMES.get(policy) {
-                Some(name) => dqngpu_policy::by_name(name, 1).unwrap(),
-                None => Box::new(PackAll),
-            };
-            let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
+            let (p, interference) = policy_and_model(policy, fair);
             let config = SimConfig { record_events: true, max_restarts: 1000, ..SimConfig::default() };
             let cluster = titanxp(gpus);
             let r = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
@@ -668,11 +690,7 @@ mod memory_property {
             (lib, set, gpus, policy, fair) in arb_case(),
             cut in 0.0f64..40.0,
         ) {
-            let p: Box<dyn Policy> = match dqngpu_policy::NAMES.get(policy) {
-                Some(name) => dqngpu_policy::by_name(name, 1).unwrap(),
-                None => Box::new(PackAll),
-            };
-            let interference: Arc<dyn Interference> = if fair { Arc::new(FairShare) } else { Arc::new(NoInterference) };
+            let (p, interference) = policy_and_model(policy, fair);
             let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
             let cluster = titanxp(gpus);
             let mut sim = Simulator::new(&cluster, &lib, &set, interference.clone(), config.clone()).unwrap();
@@ -694,6 +712,48 @@ mod memory_property {
             let whole = sim.finish();
             let ran = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
             prop_assert_eq!(whole, ran);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn a_simulation_from_a_view_plays_out_as_the_simulator_it_was_taken_from(
+            (lib, set, gpus, policy, fair) in arb_case(),
+            cut in 0.0f64..40.0,
+        ) {
+            let (p, interference) = policy_and_model(policy, fair);
+            let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
+            let mut sim = Simulator::new(&titanxp(gpus), &lib, &set, interference.clone(), config.clone()).unwrap();
+            prop_assert!(drive(&mut sim, p.as_ref(), cut));
+            // On to a decision, where a planning policy would take the view.
+            while !sim.done() && !sim.needs_decision() {
+                sim.step();
+            }
+            prop_assume!(!sim.done());
+            let mut known = sim.without_future_arrivals();
+            let mut viewed = Simulator::from_view(&sim.view(), interference, config).unwrap();
+            prop_assert_eq!(viewed.now_s(), sim.now_s());
+            prop_assert!(drive(&mut known, p.as_ref(), f64::INFINITY));
+            prop_assert!(drive(&mut viewed, p.as_ref(), f64::INFINITY), "the simulation from the view never finished");
+            let (known, viewed) = (known.finish(), viewed.finish());
+            prop_assert!(viewed.completed);
+            let finish = |r: &SimResult| -> BTreeMap<JobId, f64> {
+                r.jobs.iter().filter_map(|j| j.finish_s.map(|f| (j.id, f))).collect()
+            };
+            let (from_known, from_view) = (finish(&known), finish(&viewed));
+            // Every job the view holds (running or waiting) finishes; none that had finished.
+            prop_assert!(from_view.keys().all(|id| from_known.contains_key(id)));
+            let live = sim.view().queue.len() + sim.view().gpus.iter().map(|g| g.running.len()).sum::<usize>();
+            prop_assert_eq!(from_view.len(), live);
+            // The same decisions give the same futures. (An OOM kill requeues a running job by
+            // its start, not its unknown submit time, so the queue's order may differ after one.)
+            if viewed.oom_kills == 0 {
+                for (id, f) in &from_view {
+                    prop_assert!(close(*f, from_known[id]), "job {}: {} from the view, {} from the simulator", id, f, from_known[id]);
+                }
+                prop_assert!(close(viewed.makespan_s, known.makespan_s));
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod costliest_first;
 pub mod features;
+pub mod plan;
 pub mod train;
 
 use std::path::Path;
@@ -292,6 +293,11 @@ impl ScorerPolicy {
     /// The plain-array copy of the network.
     pub fn mlp(&self) -> &Mlp {
         &self.mlp
+    }
+
+    /// What its caller enforces (budget, interference model).
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 }
 

@@ -447,14 +447,7 @@ pub fn play_out(sim: &Simulator, round: &Round<'_>, row: usize, base: &dyn Polic
         }
     }
     s.step();
-    while !s.done() {
-        if s.needs_decision() {
-            let d = base.decide(&s.view());
-            s.apply(&d)?;
-        }
-        s.step();
-    }
-    Ok(s.finish())
+    Ok(s.play_out(base)?)
 }
 
 /// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the

@@ -1,0 +1,94 @@
+//! `dqngpu-plan`: the scorer with search at decision time.
+
+use std::sync::Arc;
+
+use dqngpu_interference::Interference;
+use dqngpu_model::{ClusterSpec, WorkloadClass};
+use dqngpu_rl::checkpoint::{CheckpointMeta, Encoding, FORMAT_VERSION};
+use dqngpu_rl::scorer::plan::{PlanConfig, PlanPolicy};
+use dqngpu_rl::scorer::{Caller, ScorerPolicy, ScorerSpec};
+use dqngpu_rl::SchedulerName;
+use dqngpu_sim::{Arrivals, SimConfig};
+
+fn contention() -> Arc<dyn Interference> {
+    Arc::from(dqngpu_interference::by_name("contention").unwrap())
+}
+
+/// Search over a scorer improves on it: an untrained scorer's own row is among those played
+/// out, so the plan takes another only where that row's future is cheaper. Over these sets its
+/// mean JCT is lower than the scorer's, and so is its makespan.
+#[test]
+fn the_plan_improves_on_the_scorer_it_searches_over() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let (mut base_jct, mut plan_jct, mut base_mk, mut plan_mk) = (0.0, 0.0, 0.0, 0.0);
+    for (class, seed) in
+        [(WorkloadClass::GpuHeavy, 1000), (WorkloadClass::Random, 1001), (WorkloadClass::MemLight, 1002)]
+    {
+        let set = dqngpu_sim::draw(&lib, class, 12, seed, Arrivals::AllAtZero).unwrap();
+        let base = ScorerPolicy::untrained(&[32, 16], 3).unwrap();
+        let plan = PlanPolicy::new(base.clone(), PlanConfig::default());
+        let b = dqngpu_sim::run(&base, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+        let p = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+        assert!(p.completed && p.liveness_starts == 0, "{class:?}: {p:?}");
+        eprintln!(
+            "{class:?}: scorer {:.1} / {:.1}, plan {:.1} / {:.1}",
+            b.mean_jct_s, b.makespan_s, p.mean_jct_s, p.makespan_s
+        );
+        (base_jct, plan_jct) = (base_jct + b.mean_jct_s, plan_jct + p.mean_jct_s);
+        (base_mk, plan_mk) = (base_mk + b.makespan_s, plan_mk + p.makespan_s);
+    }
+    assert!(plan_jct < base_jct, "mean JCT: plan {plan_jct}, the scorer {base_jct}");
+    assert!(plan_mk <= base_mk, "makespan: plan {plan_mk}, the scorer {base_mk}");
+}
+
+/// The futures are played out under the caller's budget, so the plan proposes only groups the
+/// budget admits: nothing is refused, no job is slowed past it, every run finishes.
+#[test]
+fn a_plan_under_a_budget_keeps_it_and_every_run_finishes() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let config = SimConfig { max_slowdown: Some(0.10), ..SimConfig::default() };
+    for (gpus, arrivals) in [("titanxp:1", Arrivals::AllAtZero), ("titanxp:2", Arrivals::Poisson { rate_per_s: 0.05 })]
+    {
+        let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
+        for class in [WorkloadClass::GpuLight, WorkloadClass::Random] {
+            let set = dqngpu_sim::draw(&lib, class, 10, 1000, arrivals).unwrap();
+            let base = ScorerPolicy::untrained(&[32, 16], 1).unwrap().with_caller(Caller::with_budget(Some(0.10)));
+            let plan = PlanPolicy::new(base, PlanConfig::default());
+            let r = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), config.clone()).unwrap();
+            assert!(r.completed, "{gpus} {class:?}");
+            assert_eq!(r.budget_refusals, 0, "{gpus} {class:?}: the plan proposed a group the budget refuses");
+            for j in &r.jobs {
+                assert!(j.exec_slowdown.unwrap() <= 1.10 + 1e-9, "{gpus} {class:?}: {j:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_plan_is_a_scheduler_name_that_needs_a_scorer_checkpoint() {
+    let n: SchedulerName = " DQNGPU-plan ".parse().unwrap();
+    assert_eq!(n.to_string(), "dqngpu-plan");
+    assert!(n.is_agent());
+    assert!(SchedulerName::valid_names().contains(&"dqngpu-plan".to_string()));
+    let e = n.resolve(None, 0).err().unwrap();
+    assert!(e.to_string().contains("dqngpu-plan"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    let scorer = ScorerPolicy::untrained(&[32, 16], 1).unwrap();
+    let meta = CheckpointMeta {
+        format: FORMAT_VERSION,
+        agent: "dqngpu".into(),
+        encoding: Encoding::Scorer(ScorerSpec::default()),
+        hidden: vec![32, 16],
+        train: Default::default(),
+        trained_on: "untrained, for a test".into(),
+        iterations_done: 0,
+        train_wall_s: 0.0,
+        schedule: None,
+        selection: None,
+    };
+    dqngpu_rl::checkpoint::save(&path, scorer.net(), &meta).unwrap();
+    let p = n.resolve(Some(&path), 0).unwrap();
+    assert_eq!(p.name(), "dqngpu-plan");
+}
