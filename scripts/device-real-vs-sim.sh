@@ -6,7 +6,7 @@
 # scripts/device-prepare.sh, or DEVBIN=DIR):
 #   1. records each app alone with `dqngpu profile run` (fixed training steps, bench/gpu-pairs/job.py
 #      --steps) into $OUT/lib/ (a --library);
-#   2. for each scheduler in SCHEDULERS (default "greedy sjf"; `dqngpu` loads MODEL), starts `dqngpu serve --library
+#   2. for each scheduler in SCHEDULERS (default "greedy sjf"; `dqngpu` and `dqngpu-plan` load MODEL), starts `dqngpu serve --library
 #      $OUT/lib --interference contention-h100` on a fresh database, submits the same six jobs as
 #      one batch, waits for them, and writes every job's record to $OUT/SCHEDULER.json.
 # Then, here: python3 scripts/real_vs_sim.py $OUT (runs `dqngpu simulate` on the same jobs and
@@ -60,7 +60,7 @@ for sched in $SCHEDULERS; do
     [ "$(left)" -lt 100 ] && { log "out of budget before $sched"; break; }
     url=http://127.0.0.1:$PORT
     model_args=()
-    [ "$sched" = dqngpu ] && model_args=(--model "$MODEL")
+    case $sched in dqngpu | dqngpu-plan) model_args=(--model "$MODEL") ;; esac
     "$DQN" serve --listen "127.0.0.1:$PORT" --data-dir "$OUT/db-$sched" --library "$OUT/lib" --scheduler "$sched" \
         "${model_args[@]}" --interference contention-h100 --tick-ms 200 $SERVE_ARGS >>"$OUT/serve-$sched.log" 2>&1 &
     pid=$!

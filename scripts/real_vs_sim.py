@@ -28,7 +28,7 @@ def measured(path):
 def simulated(binary, out, scheduler, model):
     cmd = [binary, "simulate", "--library", os.path.join(out, "lib"), "--jobs", os.path.join(out, "jobs.csv"),
            "--gpus", "h100:1", "--interference", model, "--scheduler", scheduler, "--format", "json"]
-    if scheduler == "dqngpu":
+    if scheduler in ("dqngpu", "dqngpu-plan"):
         cmd += ["--model", os.environ.get("MODEL", ".devbin/m.safetensors")]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     r = r[0] if isinstance(r, list) else r
