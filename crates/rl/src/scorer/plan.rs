@@ -14,6 +14,7 @@ use std::sync::Arc;
 use dqngpu_model::{ClusterView, Placement, Policy};
 use dqngpu_policy::Greedy;
 use dqngpu_sim::{SimConfig, SimResult, Simulator};
+use rayon::prelude::*;
 
 use super::{best_row, decide_within, train, Caller, ScorerPolicy};
 
@@ -42,6 +43,9 @@ struct Guard {
 }
 
 impl Guard {
+    /// No guard: mean JCT alone.
+    const OFF: Guard = Guard { weight: 0.0, jct: f64::INFINITY, makespan: f64::INFINITY };
+
     fn cost(&self, r: &SimResult) -> f64 {
         if self.weight <= 0.0 || !(self.makespan > 0.0 && self.jct.is_finite()) {
             return r.mean_jct_s;
@@ -110,17 +114,28 @@ impl Policy for PlanPolicy {
         decide_within(view, &greedy, caller, &mut |round, rows, n| {
             self.base.mlp().scores(rows, n, &mut scores);
             let own = best_row(&scores);
-            // The rules' references from this moment, once per decision (only when there is
-            // a choice to make).
-            let guard = *guard.get_or_insert_with(|| self.guard(&sim));
+            // The futures of the rows tried, side by side (each on its own copy). A future
+            // that fails (a fault the simulator reports) is not taken.
+            let tried: Vec<(usize, (Vec<Placement>, bool))> = train::lookahead_rows(round, &scores, self.config.top_k)
+                .into_iter()
+                .map(|r| (r, round.placements_with(r)))
+                .collect();
+            let futures: Vec<(usize, SimResult)> = tried
+                .par_iter()
+                .filter_map(|(r, (now, hold))| {
+                    train::play_out_placed(&sim, now, *hold, &self.base).ok().map(|res| (*r, res))
+                })
+                .collect();
+            // The guard charges makespan only against the rules' references; where every
+            // future ends at the same time it charges each the same, so the rules' futures are
+            // played (once per decision) only where makespans differ.
+            let tie = futures.windows(2).all(|w| w[0].1.makespan_s == w[1].1.makespan_s);
+            let guard = if tie { Guard::OFF } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
             let mut best = (f64::INFINITY, own);
-            for r in train::lookahead_rows(round, &scores, self.config.top_k) {
-                // A future that fails (a fault the simulator reports) is not taken.
-                if let Ok(res) = train::play_out(&sim, round, r, &self.base) {
-                    let cost = guard.cost(&res);
-                    if cost < best.0 {
-                        best = (cost, r);
-                    }
+            for (r, res) in &futures {
+                let cost = guard.cost(res);
+                if cost < best.0 {
+                    best = (cost, *r);
                 }
             }
             best.1

@@ -438,8 +438,19 @@ pub fn lookahead_rows(round: &Round<'_>, scores: &[f32], top_k: usize) -> Vec<us
 /// on a copy of `sim`: the look-ahead's rollout (and `examples/search_oracle.rs`'s).
 pub fn play_out(sim: &Simulator, round: &Round<'_>, row: usize, base: &dyn Policy) -> Result<SimResult, RlError> {
     let (now, hold) = round.placements_with(row);
+    play_out_placed(sim, &now, hold, base)
+}
+
+/// [`play_out`] of a row given as the placements it makes (`now`; `hold`: the row is hold,
+/// and `base` places nothing more at this moment).
+pub fn play_out_placed(
+    sim: &Simulator,
+    now: &[Placement],
+    hold: bool,
+    base: &dyn Policy,
+) -> Result<SimResult, RlError> {
     let mut s = sim.clone();
-    s.apply(&now)?;
+    s.apply(now)?;
     if !hold {
         let more = base.decide(&s.view());
         if more.iter().any(|p| !p.jobs.is_empty()) {
