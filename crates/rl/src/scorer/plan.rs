@@ -3,9 +3,9 @@
 //! out to the end on a simulation of the cluster as the view shows it
 //! ([`Simulator::from_view`]: the running jobs and the queue, no arrivals to come), the scorer
 //! deciding the rest, and the row whose future costs least is taken. The cost is the one the
-//! scorer was trained on: mean JCT, plus the makespan guard (`makespan_guard` x the best
-//! rule's mean JCT per % of makespan past 1.01 x the best rule's), the rules' references
-//! played out from the same moment. It is one step of policy improvement over the scorer, the
+//! scorer was trained on (`train::Guard`): mean JCT, plus the makespan guard (`makespan_guard`
+//! x the best rule's mean JCT x the share of makespan past 1.01 x the best rule's), the rules'
+//! references played out from the same moment. It is one step of policy improvement over the scorer, the
 //! step the training's look-ahead distils (docs/RL.md), taken online instead of learned; it
 //! costs milliseconds per decision where the scorer alone costs a tenth of one.
 
@@ -34,24 +34,9 @@ impl Default for PlanConfig {
     }
 }
 
-/// The cost of a future: mean JCT, plus the guard over the rules' best (`jct`, `makespan`).
-#[derive(Debug, Clone, Copy)]
-struct Guard {
-    weight: f64,
-    jct: f64,
-    makespan: f64,
-}
-
-impl Guard {
-    /// No guard: mean JCT alone.
-    const OFF: Guard = Guard { weight: 0.0, jct: f64::INFINITY, makespan: f64::INFINITY };
-
-    fn cost(&self, r: &SimResult) -> f64 {
-        if self.weight <= 0.0 || !(self.makespan > 0.0 && self.jct.is_finite()) {
-            return r.mean_jct_s;
-        }
-        r.mean_jct_s + self.weight * self.jct * 100.0 * (r.makespan_s / self.makespan - 1.01).max(0.0)
-    }
+/// The cost of a future: mean JCT, plus the training's makespan guard where there is one.
+fn cost(guard: Option<&train::Guard>, r: &SimResult) -> f64 {
+    r.mean_jct_s + guard.map_or(0.0, |g| g.penalty(r.makespan_s))
 }
 
 /// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
@@ -77,12 +62,14 @@ impl PlanPolicy {
         self.base.caller()
     }
 
-    /// The guard over the lowest mean JCT and makespan the rules reach from `sim`'s moment.
-    fn guard(&self, sim: &Simulator) -> Guard {
-        let mut g = Guard { weight: self.config.makespan_guard, jct: f64::INFINITY, makespan: f64::INFINITY };
-        if g.weight <= 0.0 {
-            return g;
+    /// The training's guard over the lowest mean JCT and makespan the rules reach from `sim`'s
+    /// moment; `None` with no guard weight.
+    fn guard(&self, sim: &Simulator) -> Option<train::Guard> {
+        let weight = self.config.makespan_guard;
+        if weight <= 0.0 {
+            return None;
         }
+        let mut g = train::Guard { jct: f64::INFINITY, makespan: f64::INFINITY, weight };
         for name in dqngpu_policy::RIVALS {
             let Ok(rule) = dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))) else {
                 continue;
@@ -92,7 +79,7 @@ impl PlanPolicy {
                 g.makespan = g.makespan.min(r.makespan_s);
             }
         }
-        g
+        Some(g)
     }
 }
 
@@ -110,7 +97,7 @@ impl Policy for PlanPolicy {
         };
         let greedy = Greedy::default();
         let mut scores = Vec::new();
-        let mut guard: Option<Guard> = None;
+        let mut guard: Option<Option<train::Guard>> = None;
         decide_within(view, &greedy, caller, &mut |round, rows, n| {
             self.base.mlp().scores(rows, n, &mut scores);
             let own = best_row(&scores);
@@ -130,10 +117,10 @@ impl Policy for PlanPolicy {
             // future ends at the same time it charges each the same, so the rules' futures are
             // played (once per decision) only where makespans differ.
             let tie = futures.windows(2).all(|w| w[0].1.makespan_s == w[1].1.makespan_s);
-            let guard = if tie { Guard::OFF } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
+            let guard = if tie { None } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
             let mut best = (f64::INFINITY, own);
             for (r, res) in &futures {
-                let cost = guard.cost(res);
+                let cost = cost(guard.as_ref(), res);
                 if cost < best.0 {
                     best = (cost, *r);
                 }

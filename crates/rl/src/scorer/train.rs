@@ -259,7 +259,7 @@ pub const GUARD_MARGIN: f64 = 0.01;
 
 impl Guard {
     /// What a run of this episode ending at `makespan` is charged, in seconds of mean JCT.
-    fn penalty(&self, makespan: f64) -> f64 {
+    pub fn penalty(&self, makespan: f64) -> f64 {
         if self.makespan > 0.0 && self.jct.is_finite() {
             self.weight * self.jct * (makespan / self.makespan - 1.0 - GUARD_MARGIN).max(0.0)
         } else {
