@@ -321,7 +321,7 @@ fn slowdown_guard_predicts_what_the_simulator_measures() {
 /// Issue 10, liveness: every simulation of every policy finishes, whatever the job set, the
 /// cluster and the arrivals: heuristics, a policy that never places anything, and untrained
 /// agents (random weights: the thesis agent with and without the slowdown guard, DeepRM Max,
-/// the scorer) included.
+/// the scorer, and the scorer with search at decision time) included.
 mod liveness {
     use super::*;
     use dqngpu_model::{ClusterView, Placement, Policy};
@@ -338,7 +338,7 @@ mod liveness {
     }
 
     const CLUSTERS: [&str; 4] = ["titanxp:1", "titanxp:2", "2xtitanxp:2", "titanxp,rtx3090:1"];
-    const AGENTS: usize = 5;
+    const AGENTS: usize = 6;
 
     fn policy(i: usize, seed: u64) -> Box<dyn Policy> {
         let untrained = |enc: GpuEncoding| {
@@ -351,6 +351,10 @@ mod liveness {
             2 => untrained(GpuEncoding { guard: None, ..GpuEncoding::new(AgentKind::Dqngpu) }),
             3 => untrained(GpuEncoding::new(AgentKind::DeeprmMax)),
             4 => Box::new(dqngpu_rl::scorer::ScorerPolicy::untrained(&[32, 16], seed).unwrap()),
+            5 => Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(
+                dqngpu_rl::scorer::ScorerPolicy::untrained(&[32, 16], seed).unwrap(),
+                Default::default(),
+            )),
             _ => dqngpu_policy::by_name(dqngpu_policy::NAMES[i - AGENTS], seed).unwrap(),
         }
     }
@@ -366,24 +370,50 @@ mod liveness {
             rate in prop::option::of(0.001f64..0.5),
             which in 0usize..AGENTS + dqngpu_policy::NAMES.len(),
         ) {
-            let lib = dqngpu_model::library::resolve("thesis").unwrap();
-            let arrivals = match rate {
-                Some(rate_per_s) => dqngpu_sim::Arrivals::Poisson { rate_per_s },
-                None => dqngpu_sim::Arrivals::AllAtZero,
-            };
-            let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], n_jobs, seed, arrivals).unwrap();
-            let cluster = ClusterSpec::parse_gpus(CLUSTERS[cluster]).unwrap();
-            let p = policy(which, seed);
-            let config = dqngpu_sim::SimConfig::default();
-            let r = dqngpu_sim::run(p.as_ref(), &cluster, &lib, &set, contention(), config);
-            let r = r.map_err(|e| TestCaseError::fail(format!("{}: {e}", p.name())))?;
-            prop_assert!(r.completed);
-            prop_assert!(r.jobs.iter().all(|j| j.finish_s.is_some()));
-            if which == 0 {
-                // The holder places nothing: the liveness rule started every job.
-                prop_assert_eq!(r.liveness_starts, set.jobs.len() as u64 + r.restarts);
-            }
+            finishes(class, n_jobs, seed, cluster, rate, which)?;
         }
+
+        /// The same for the scorer with search at decision time alone (in the test above it
+        /// is one policy of many, drawn in few cases).
+        #[test]
+        fn every_simulation_of_the_plan_finishes(
+            class in 0usize..5,
+            n_jobs in 1usize..10,
+            seed in 0u64..1000,
+            cluster in 0usize..CLUSTERS.len(),
+            rate in prop::option::of(0.001f64..0.5),
+        ) {
+            finishes(class, n_jobs, seed, cluster, rate, 5)?;
+        }
+    }
+
+    /// Simulates policy `which` on a drawn job set and checks that every job finished.
+    fn finishes(
+        class: usize,
+        n_jobs: usize,
+        seed: u64,
+        cluster: usize,
+        rate: Option<f64>,
+        which: usize,
+    ) -> Result<(), TestCaseError> {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let arrivals = match rate {
+            Some(rate_per_s) => dqngpu_sim::Arrivals::Poisson { rate_per_s },
+            None => dqngpu_sim::Arrivals::AllAtZero,
+        };
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], n_jobs, seed, arrivals).unwrap();
+        let cluster = ClusterSpec::parse_gpus(CLUSTERS[cluster]).unwrap();
+        let p = policy(which, seed);
+        let config = dqngpu_sim::SimConfig::default();
+        let r = dqngpu_sim::run(p.as_ref(), &cluster, &lib, &set, contention(), config);
+        let r = r.map_err(|e| TestCaseError::fail(format!("{}: {e}", p.name())))?;
+        prop_assert!(r.completed);
+        prop_assert!(r.jobs.iter().all(|j| j.finish_s.is_some()));
+        if which == 0 {
+            // The holder places nothing: the liveness rule started every job.
+            prop_assert_eq!(r.liveness_starts, set.jobs.len() as u64 + r.restarts);
+        }
+        Ok(())
     }
 }
 
