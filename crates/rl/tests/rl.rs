@@ -359,43 +359,31 @@ mod liveness {
         }
     }
 
+    /// A workload class, a number of jobs, a seed, a cluster (index into [`CLUSTERS`]) and
+    /// arrivals (a Poisson rate, or all at t = 0).
+    type Case = (usize, usize, u64, usize, Option<f64>);
+
+    fn case() -> impl Strategy<Value = Case> {
+        (0usize..5, 1usize..10, 0u64..1000, 0usize..CLUSTERS.len(), prop::option::of(0.001f64..0.5))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
-        fn every_simulation_of_every_policy_finishes(
-            class in 0usize..5,
-            n_jobs in 1usize..10,
-            seed in 0u64..1000,
-            cluster in 0usize..CLUSTERS.len(),
-            rate in prop::option::of(0.001f64..0.5),
-            which in 0usize..AGENTS + dqngpu_policy::NAMES.len(),
-        ) {
-            finishes(class, n_jobs, seed, cluster, rate, which)?;
+        fn every_simulation_of_every_policy_finishes(c in case(), which in 0usize..AGENTS + dqngpu_policy::NAMES.len()) {
+            finishes(c, which)?;
         }
 
         /// The same for the scorer with search at decision time alone (in the test above it
         /// is one policy of many, drawn in few cases).
         #[test]
-        fn every_simulation_of_the_plan_finishes(
-            class in 0usize..5,
-            n_jobs in 1usize..10,
-            seed in 0u64..1000,
-            cluster in 0usize..CLUSTERS.len(),
-            rate in prop::option::of(0.001f64..0.5),
-        ) {
-            finishes(class, n_jobs, seed, cluster, rate, 5)?;
+        fn every_simulation_of_the_plan_finishes(c in case()) {
+            finishes(c, 5)?;
         }
     }
 
     /// Simulates policy `which` on a drawn job set and checks that every job finished.
-    fn finishes(
-        class: usize,
-        n_jobs: usize,
-        seed: u64,
-        cluster: usize,
-        rate: Option<f64>,
-        which: usize,
-    ) -> Result<(), TestCaseError> {
+    fn finishes((class, n_jobs, seed, cluster, rate): Case, which: usize) -> Result<(), TestCaseError> {
         let lib = dqngpu_model::library::resolve("thesis").unwrap();
         let arrivals = match rate {
             Some(rate_per_s) => dqngpu_sim::Arrivals::Poisson { rate_per_s },
