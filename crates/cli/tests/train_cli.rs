@@ -175,6 +175,27 @@ fn the_default_scorer_trains_saves_and_places_on_unseen_apps() {
     let o = Command::new(BIN).args(["simulate", "--scheduler", "dqngpu-plan", "--n-jobs", "3"]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("dqngpu-plan") && err.contains("model"), "{err}");
+    // Its search settings: taken by it, refused when bad and for any other scheduler.
+    let plan = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["simulate", "--workload", "random", "--n-jobs", "6", "--format", "json", "--model"])
+            .arg(d.join("m.safetensors"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = plan(&["--scheduler", "dqngpu-plan", "--plan-rows", "2", "--plan-guard", "0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap()["completed"], true);
+    for (args, named) in [
+        (&["--scheduler", "dqngpu-plan", "--plan-rows", "0"][..], "--plan-rows"),
+        (&["--scheduler", "dqngpu-plan", "--plan-guard=-1"][..], "--plan-guard"),
+        (&["--scheduler", "dqngpu", "--plan-rows", "2"][..], "the scheduler is dqngpu"),
+    ] {
+        let o = plan(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(named), "{args:?}: {err}");
+    }
 }
 
 /// `--improvement-rounds`: one more look-ahead round and policy gradient after the first,

@@ -95,6 +95,24 @@ impl SchedulerName {
         seed: u64,
         caller: &crate::scorer::Caller,
     ) -> Result<Box<dyn Policy>, RlError> {
+        self.resolve_planned(model, seed, caller, None)
+    }
+
+    /// [`SchedulerName::resolve_within`] with `dqngpu-plan`'s search settings (`plan`; `None`:
+    /// its defaults). Settings given to any other scheduler are an error, not ignored.
+    pub fn resolve_planned(
+        self,
+        model: Option<&Path>,
+        seed: u64,
+        caller: &crate::scorer::Caller,
+        plan: Option<crate::scorer::plan::PlanConfig>,
+    ) -> Result<Box<dyn Policy>, RlError> {
+        if plan.is_some() && self != SchedulerName::Plan {
+            return Err(RlError::Config {
+                field: "--plan-rows / --plan-guard",
+                message: format!("they set {PLAN}'s search; the scheduler is {self}"),
+            });
+        }
         match self {
             SchedulerName::Agent(agent) => {
                 let path = model.ok_or_else(|| RlError::ModelRequired { agent: agent.name().into() })?;
@@ -103,7 +121,7 @@ impl SchedulerName {
             SchedulerName::Plan => {
                 let path = model.ok_or_else(|| RlError::ModelRequired { agent: PLAN.into() })?;
                 let base = crate::scorer::ScorerPolicy::load(path)?.with_caller(caller.clone());
-                Ok(Box::new(crate::scorer::plan::PlanPolicy::new(base, Default::default())))
+                Ok(Box::new(crate::scorer::plan::PlanPolicy::new(base, plan.unwrap_or_default())))
             }
             SchedulerName::Heuristic(name) => {
                 if let Some(m) = model {

@@ -86,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for name in &args.schedulers {
         let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
-        let policy = resolve_scheduler(*name, None, args.seed, &caller)?;
+        let policy = resolve_scheduler(*name, None, args.seed, &caller, None)?;
         let sim = || dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default());
         let first = sim()?;
         let mut times = Vec::with_capacity(args.runs);

@@ -56,6 +56,9 @@ struct ExtenderArgs {
     /// Checkpoint of a trained RL agent.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// dqngpu-plan's search settings.
+    #[command(flatten)]
+    plan: super::PlanArgs,
     /// Seed for policies that draw random numbers.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -107,6 +110,7 @@ fn extender(a: ExtenderArgs) -> anyhow::Result<()> {
         a.model.as_deref(),
         a.seed,
         &Default::default(),
+        a.plan.config()?,
     )?);
     if a.assume_ttl_s.is_nan() || a.assume_ttl_s <= 0.0 {
         anyhow::bail!("--assume-ttl-s must be > 0");

@@ -47,6 +47,32 @@ fn is_usage(e: &(dyn std::error::Error + 'static)) -> bool {
     }
 }
 
+/// `dqngpu-plan`'s search settings, for every command that takes a scheduler.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlanArgs {
+    /// dqngpu-plan: the scorer's best rows played out per choice [default: 4]; fewer are faster.
+    #[arg(long)]
+    pub plan_rows: Option<usize>,
+    /// dqngpu-plan: the makespan guard's weight in a future's cost (the training's units)
+    /// [default: 1]; 0: mean JCT alone.
+    #[arg(long)]
+    pub plan_guard: Option<f64>,
+}
+
+impl PlanArgs {
+    /// The settings, checked; `None` when neither is given (the plan's defaults).
+    pub fn config(&self) -> anyhow::Result<Option<dqngpu_rl::scorer::plan::PlanConfig>> {
+        if self.plan_rows.is_none() && self.plan_guard.is_none() {
+            return Ok(None);
+        }
+        let d = dqngpu_rl::scorer::plan::PlanConfig::default();
+        Ok(Some(dqngpu_rl::scorer::plan::PlanConfig::new(
+            self.plan_rows.unwrap_or(d.top_k),
+            self.plan_guard.unwrap_or(d.makespan_guard),
+        )?))
+    }
+}
+
 /// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.
 pub fn parse_max_slowdown(s: &str) -> anyhow::Result<Option<f64>> {
     match s.trim() {

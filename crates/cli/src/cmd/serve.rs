@@ -31,7 +31,8 @@ pub struct Args {
     #[arg(long)]
     gpus: Option<String>,
     /// Placement policy: a heuristic (fifo, sjf, tetris, bestfit, sjf-bestfit, lucid, greedy,
-    /// random) or an RL agent (dqngpu, deeprm-max, deeprm-mean) with --model [default: tetris].
+    /// random) or an RL agent (dqngpu, dqngpu-plan, deeprm-max, deeprm-mean) with --model
+    /// [default: tetris].
     #[arg(long)]
     scheduler: Option<String>,
     /// Checkpoint of a trained RL agent.
@@ -68,6 +69,9 @@ pub struct Args {
     /// Per-request time limit, seconds [default: 10].
     #[arg(long)]
     request_timeout_s: Option<u64>,
+    /// dqngpu-plan's search settings.
+    #[command(flatten)]
+    plan: super::PlanArgs,
     #[command(subcommand)]
     shim: Option<ShimCommand>,
 }
@@ -106,6 +110,8 @@ struct FileConfig {
     max_slowdown: Option<String>,
     interference: Option<String>,
     request_timeout_s: Option<u64>,
+    plan_rows: Option<usize>,
+    plan_guard: Option<f64>,
 }
 
 /// Runs the command.
@@ -148,7 +154,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let budget_model: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name(&name).context("--interference")?);
     let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.clone() };
-    let policy = resolve_policy(&scheduler, model.as_deref(), seed, &caller)?;
+    let plan = super::PlanArgs {
+        plan_rows: args.plan.plan_rows.or(file.plan_rows),
+        plan_guard: args.plan.plan_guard.or(file.plan_guard),
+    }
+    .config()?;
+    let policy = resolve_policy(&scheduler, model.as_deref(), seed, &caller, plan)?;
     let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
     let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
     let mut cfg = ServiceConfig::new(
@@ -199,8 +210,9 @@ fn resolve_policy(
     model: Option<&Path>,
     seed: u64,
     caller: &dqngpu_rl::scorer::Caller,
+    plan: Option<dqngpu_rl::scorer::plan::PlanConfig>,
 ) -> anyhow::Result<Arc<dyn Policy>> {
-    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, caller)?))
+    Ok(Arc::from(super::simulate::resolve_scheduler(name.parse()?, model, seed, caller, plan)?))
 }
 
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.

@@ -71,6 +71,9 @@ pub struct Args {
     /// the interference model to slow any job on its GPU by more than this is not started.
     #[arg(long, default_value = "off")]
     pub max_slowdown: String,
+    /// dqngpu-plan's search settings.
+    #[command(flatten)]
+    pub plan: super::PlanArgs,
 }
 
 /// `--tick-trigger` values.
@@ -145,13 +148,15 @@ impl SchedulerChoice {
 /// The policy `name` resolves to: a heuristic, or an RL agent loaded from `model` (the
 /// scorer choosing within what `caller` admits: the budget the simulator or the service
 /// applies, under the interference model it steps GPUs with).
+/// `plan` sets `dqngpu-plan`'s search (refused for any other scheduler).
 pub fn resolve_scheduler(
     name: SchedulerName,
     model: Option<&Path>,
     seed: u64,
     caller: &Caller,
+    plan: Option<dqngpu_rl::scorer::plan::PlanConfig>,
 ) -> anyhow::Result<Box<dyn Policy>> {
-    Ok(name.resolve_within(model, seed, caller)?)
+    Ok(name.resolve_planned(model, seed, caller, plan)?)
 }
 
 /// The cluster a command's `--gpus` / `--cluster` flags describe.
@@ -189,12 +194,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
     let caller = Caller { max_slowdown, model: interference.clone() };
+    let plan = args.plan.config()?;
     // Resolve every scheduler before simulating, so a missing model fails fast.
     let policies = args
         .scheduler
         .names()
         .into_iter()
-        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, &caller))
+        .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, &caller, plan))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = SimConfig {
         step_s: args.step_s,

@@ -17,6 +17,7 @@ use dqngpu_sim::{SimConfig, SimResult, Simulator};
 use rayon::prelude::*;
 
 use super::{best_row, decide_within, train, Caller, ScorerPolicy};
+use crate::error::RlError;
 
 /// How a plan searches.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,6 +26,23 @@ pub struct PlanConfig {
     pub top_k: usize,
     /// The makespan guard's weight (training's `--makespan-guard`); 0: mean JCT alone.
     pub makespan_guard: f64,
+}
+
+impl PlanConfig {
+    /// `top_k` rows and guard weight `makespan_guard`, checked: at least one row, a weight that
+    /// is a number >= 0 (errors name the flag: `--plan-rows`, `--plan-guard`).
+    pub fn new(top_k: usize, makespan_guard: f64) -> Result<Self, RlError> {
+        if top_k == 0 {
+            return Err(RlError::Config { field: "--plan-rows", message: "at least 1 row must be played out".into() });
+        }
+        if !(makespan_guard.is_finite() && makespan_guard >= 0.0) {
+            return Err(RlError::Config {
+                field: "--plan-guard",
+                message: format!("the guard's weight must be a number >= 0 (0: mean JCT alone), got {makespan_guard}"),
+            });
+        }
+        Ok(PlanConfig { top_k, makespan_guard })
+    }
 }
 
 impl Default for PlanConfig {
