@@ -143,6 +143,11 @@ pub struct SchedulerConfig {
     pub names: Vec<String>,
     /// The scheduler others are normalised to and the cost's dedicated side (thesis: SJF).
     pub baseline: String,
+    /// `dqngpu-plan`: the scorer's best rows played out per choice (`--plan-rows`).
+    pub plan_rows: usize,
+    /// `dqngpu-plan`: the makespan guard's weight in a future's cost (`--plan-guard`; the
+    /// training's units, 0: mean JCT alone).
+    pub plan_guard: f64,
 }
 
 /// Evaluation seeds: `first_seed .. first_seed + seeds`, disjoint from the training seeds.
@@ -310,7 +315,13 @@ impl Default for SchedulerConfig {
             "lucid",
             "greedy",
         ];
-        SchedulerConfig { names: names.iter().map(|s| s.to_string()).collect(), baseline: "sjf".into() }
+        let plan = dqngpu_rl::scorer::plan::PlanConfig::default();
+        SchedulerConfig {
+            names: names.iter().map(|s| s.to_string()).collect(),
+            baseline: "sjf".into(),
+            plan_rows: plan.top_k,
+            plan_guard: plan.makespan_guard,
+        }
     }
 }
 
@@ -553,6 +564,12 @@ impl ExperimentConfig {
                 format!("`{}` is not in schedulers.names", self.schedulers.baseline),
             ));
         }
+        if self.schedulers.plan_rows == 0 {
+            return Err(bad("schedulers.plan_rows", "0; at least 1 row must be played out".into()));
+        }
+        if !(self.schedulers.plan_guard.is_finite() && self.schedulers.plan_guard >= 0.0) {
+            return Err(bad("schedulers.plan_guard", format!("{} is not a weight >= 0", self.schedulers.plan_guard)));
+        }
         if self.evaluation.seeds == 0 || self.evaluation.seeds > 100_000 {
             return Err(bad("evaluation.seeds", format!("{}; expected 1..=100000", self.evaluation.seeds)));
         }
@@ -688,6 +705,10 @@ mod tests {
         assert!(e.is_usage() && e.to_string().contains("gpu_heavy"), "{e}");
         let e = ExperimentConfig::from_toml("[schedulers]\nnames = ['tetris']\n", p).unwrap_err().to_string();
         assert!(e.contains("schedulers.baseline"), "{e}");
+        let e = ExperimentConfig::from_toml("[schedulers]\nplan_rows = 0\n", p).unwrap_err().to_string();
+        assert!(e.contains("schedulers.plan_rows"), "{e}");
+        let e = ExperimentConfig::from_toml("[schedulers]\nplan_guard = -1.0\n", p).unwrap_err().to_string();
+        assert!(e.contains("schedulers.plan_guard"), "{e}");
         let e = ExperimentConfig::from_toml("[cost]\nshared = 'p3.2xlarge'\n", p).unwrap_err().to_string();
         assert!(e.contains("cost.shared") && e.contains("p3.2xlarge"), "{e}");
         let e = ExperimentConfig::from_toml("step_s = -1.0\n", p).unwrap_err().to_string();

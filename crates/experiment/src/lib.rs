@@ -117,7 +117,7 @@ pub(crate) fn policy_for<'a>(
         };
         let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
         let base = base.clone().with_caller(caller);
-        return Ok(Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(base, Default::default())));
+        return Ok(Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(base, setup.plan)));
     }
     match trained.iter().find(|a| a.name == name) {
         Some(a) => match &a.policy {

@@ -28,6 +28,8 @@ pub struct Setup {
     pub sim: SimConfig,
     /// How jobs arrive.
     pub arrivals: Arrivals,
+    /// `dqngpu-plan`'s search.
+    pub plan: dqngpu_rl::scorer::plan::PlanConfig,
 }
 
 impl Setup {
@@ -48,7 +50,11 @@ impl Setup {
             Some(rate_per_s) => Arrivals::Poisson { rate_per_s },
             None => Arrivals::AllAtZero,
         };
-        Ok(Setup { cluster, library, interference, sim, arrivals })
+        let plan =
+            dqngpu_rl::scorer::plan::PlanConfig::new(cfg.schedulers.plan_rows, cfg.schedulers.plan_guard).map_err(
+                |e| ExperimentError::Run { what: "schedulers.plan_rows / plan_guard".into(), message: e.to_string() },
+            )?;
+        Ok(Setup { cluster, library, interference, sim, arrivals, plan })
     }
 
     /// The job set of (class, seed).
