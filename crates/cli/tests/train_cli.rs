@@ -26,9 +26,18 @@ fn train(dir: &Path, guard: &str) -> Output {
         .unwrap()
 }
 
+/// The metadata of the checkpoint `dir/m.safetensors`.
+fn meta_of(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("m.json")).unwrap()).unwrap()
+}
+
+/// What that checkpoint says it was trained on.
+fn trained_on(dir: &Path) -> String {
+    meta_of(dir)["trained_on"].as_str().unwrap_or_default().to_string()
+}
+
 fn guard_of(dir: &Path) -> Value {
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("m.json")).unwrap()).unwrap();
-    meta["encoding"]["guard"].clone()
+    meta_of(dir)["encoding"]["guard"].clone()
 }
 
 #[test]
@@ -104,7 +113,7 @@ fn zero_iterations_write_an_untrained_model_that_simulate_runs() {
     // A trained model's metadata: the same encoding and layers.
     let o = scorer(&d, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let meta1: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let meta1 = meta_of(&d);
     assert_eq!(meta0["encoding"], meta1["encoding"]);
     assert_eq!(meta0["hidden"], meta1["hidden"]);
     let o = Command::new(BIN)
@@ -142,10 +151,10 @@ fn the_default_scorer_trains_saves_and_places_on_unseen_apps() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("teachers"), "{err}");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
+    let meta = meta_of(&d);
     assert_eq!(meta["encoding"]["kind"], "scorer", "{meta}");
     assert_eq!(meta["agent"], "dqngpu");
-    let on = meta["trained_on"].as_str().unwrap_or_default();
+    let on = trained_on(&d);
     assert!(on.contains("budget 10") && on.contains("libraries thesis"), "{on}");
     let o = Command::new(BIN)
         .args(["simulate", "--workload", "random", "--library", "generated:1001", "--n-jobs", "12"])
@@ -236,8 +245,7 @@ fn the_makespan_guard_is_named_refused_when_bad_and_refused_for_the_thesis_agent
     let o = scorer(&d, &["--makespan-guard", "2"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && err.contains("makespan guard 2"), "{err}");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
-    let on = meta["trained_on"].as_str().unwrap_or_default();
+    let on = trained_on(&d);
     assert!(on.contains("makespan guard 2"), "{on}");
     let o = scorer(&d, &["--makespan-guard", "0"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -261,8 +269,7 @@ fn restarts_are_named_refused_at_zero_and_refused_for_the_thesis_agent() {
     let o = scorer(&d, &["--restarts", "2"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && err.contains("restart 1 imitation"), "{err}");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
-    let on = meta["trained_on"].as_str().unwrap_or_default();
+    let on = trained_on(&d);
     assert!(on.contains("restarts 2 (validation "), "{on}");
     std::fs::remove_file(d.join("m.safetensors")).unwrap();
     let o = scorer(&d, &["--restarts", "0"]);
@@ -280,8 +287,7 @@ fn the_improvement_near_tie_is_recorded_and_refused_when_bad() {
     let o = scorer(&d, &["--improvement-near-tie", "0"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
-    let on = meta["trained_on"].as_str().unwrap_or_default();
+    let on = trained_on(&d);
     assert!(on.contains("improvement rounds 1 (near-tie 0%)"), "{on}");
     std::fs::remove_file(d.join("m.safetensors")).unwrap();
     for bad in ["-1", "101", "NaN"] {
@@ -308,20 +314,16 @@ fn add_to_defaults_trains_on_the_callers_setting_and_the_default_distribution() 
             .output()
             .unwrap()
     };
-    let trained_on = || -> String {
-        let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.join("m.json")).unwrap()).unwrap();
-        meta["trained_on"].as_str().unwrap_or_default().to_string()
-    };
     let mine = "libraries generated:5 on titanxp:1, 2 sets of 6 jobs";
     let o = train(&["--library", "generated:5", "--jobs", "6", "--jobsets", "2", "--add-to-defaults"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let on = trained_on();
+    let on = trained_on(&d);
     assert!(on.contains(mine), "{on}");
     assert!(on.contains("libraries lucid on rtx3090:1, 5 sets of 30 jobs"), "{on}");
     assert!(on.contains("libraries thesis on titanxp:1, 5 sets of 30 jobs"), "{on}");
     let o = train(&["--library", "generated:5", "--jobs", "6", "--jobsets", "2"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let on = trained_on();
+    let on = trained_on(&d);
     assert!(on.contains(mine) && !on.contains("lucid"), "{on}");
     std::fs::remove_file(d.join("m.safetensors")).unwrap();
     let o = train(&["--add-to-defaults"]);

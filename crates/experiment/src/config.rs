@@ -466,6 +466,16 @@ impl ExperimentConfig {
         self
     }
 
+    /// `dqngpu-plan`'s search, from `schedulers.plan_rows` and `plan_guard`, checked (an error
+    /// names the field).
+    pub fn plan(&self) -> Result<dqngpu_rl::scorer::plan::PlanConfig, (&'static str, String)> {
+        dqngpu_rl::scorer::plan::PlanConfig::named(
+            self.schedulers.plan_rows,
+            self.schedulers.plan_guard,
+            ("schedulers.plan_rows", "schedulers.plan_guard"),
+        )
+    }
+
     /// The evaluation seeds.
     pub fn eval_seeds(&self) -> Vec<u64> {
         (self.evaluation.first_seed..self.evaluation.first_seed.saturating_add(self.evaluation.seeds)).collect()
@@ -564,12 +574,7 @@ impl ExperimentConfig {
                 format!("`{}` is not in schedulers.names", self.schedulers.baseline),
             ));
         }
-        if self.schedulers.plan_rows == 0 {
-            return Err(bad("schedulers.plan_rows", "0; at least 1 row must be played out".into()));
-        }
-        if !(self.schedulers.plan_guard.is_finite() && self.schedulers.plan_guard >= 0.0) {
-            return Err(bad("schedulers.plan_guard", format!("{} is not a weight >= 0", self.schedulers.plan_guard)));
-        }
+        self.plan().map_err(|(field, message)| bad(field, message))?;
         if self.evaluation.seeds == 0 || self.evaluation.seeds > 100_000 {
             return Err(bad("evaluation.seeds", format!("{}; expected 1..=100000", self.evaluation.seeds)));
         }

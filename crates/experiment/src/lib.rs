@@ -46,8 +46,7 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
     let (trained, mut skipped) = agents::train(cfg, &setup, &rl, &bars)?;
     // `dqngpu-plan` searches over the `dqngpu` scorer: without one it cannot run.
     let plan = dqngpu_rl::scheduler::PLAN;
-    let has_scorer = trained.iter().any(|a| a.name == "dqngpu" && matches!(a.policy, agents::AgentPolicy::Scorer(_)));
-    if cfg.schedulers.names.iter().any(|n| n == plan) && !has_scorer {
+    if cfg.schedulers.names.iter().any(|n| n == plan) && trained_scorer(&trained).is_none() {
         skipped.push(results::Skipped {
             scheduler: plan.into(),
             reason: "it searches over the dqngpu scorer, which was not trained (algorithm `scorer`)".into(),
@@ -107,28 +106,29 @@ pub(crate) fn policy_for<'a>(
     budget: Option<f64>,
     setup: &runner::Setup,
 ) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
+    let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
     if name == dqngpu_rl::scheduler::PLAN {
-        let base = trained.iter().find_map(|a| match &a.policy {
-            agents::AgentPolicy::Scorer(s) if a.name == "dqngpu" => Some(s),
-            _ => None,
-        });
-        let Some(base) = base else {
+        let Some(base) = trained_scorer(trained) else {
             return Err(ExperimentError::Run { what: name.into(), message: "no dqngpu scorer to search over".into() });
         };
-        let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
-        let base = base.clone().with_caller(caller);
-        return Ok(Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(base, setup.plan)));
+        return Ok(Box::new(dqngpu_rl::scorer::plan::PlanPolicy::new(base.clone().with_caller(caller), setup.plan)));
     }
     match trained.iter().find(|a| a.name == name) {
         Some(a) => match &a.policy {
-            agents::AgentPolicy::Scorer(s) => {
-                let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
-                Ok(Box::new(s.clone().with_caller(caller)))
-            }
+            agents::AgentPolicy::Scorer(s) => Ok(Box::new(s.clone().with_caller(caller))),
             agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },
         None => Ok(dqngpu_policy::by_name_under(name, seed, Some(setup.interference.clone()))?),
     }
+}
+
+/// The `dqngpu` scorer among the trained agents (none when `dqngpu` was not trained, or was
+/// trained as the thesis's image agent).
+fn trained_scorer(trained: &[agents::TrainedAgent]) -> Option<&dqngpu_rl::scorer::ScorerPolicy> {
+    trained.iter().find_map(|a| match &a.policy {
+        agents::AgentPolicy::Scorer(s) if a.name == dqngpu_rl::gpu::AgentKind::Dqngpu.name() => Some(s),
+        _ => None,
+    })
 }
 
 /// The RL agents to train for `names`: each agent once; `dqngpu-plan` needs `dqngpu`'s scorer.

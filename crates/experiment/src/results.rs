@@ -381,10 +381,11 @@ pub struct ExperimentResults {
     pub cells: Vec<SummaryRow>,
 }
 
-/// Training time of `scheduler` (0 when it was not trained); `dqngpu-plan` searches over the
-/// `dqngpu` scorer, so its training is that one's.
+/// Training time of `scheduler` (0 when it was not trained): that of the agent whose model it
+/// loads (`SchedulerName::agent`; `dqngpu-plan` searches over the `dqngpu` scorer).
 pub fn train_s_of(training: &[TrainingRecord], scheduler: &str) -> f64 {
-    let trained_as = if scheduler == dqngpu_rl::scheduler::PLAN { "dqngpu" } else { scheduler };
+    let agent = scheduler.parse::<dqngpu_rl::SchedulerName>().ok().and_then(|n| n.agent());
+    let trained_as = agent.map_or(scheduler, |a| a.name());
     training.iter().filter(|t| t.scheduler == trained_as).map(|t| t.train_s).fold(0.0, |a, b| a + b)
 }
 

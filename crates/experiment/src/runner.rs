@@ -50,10 +50,7 @@ impl Setup {
             Some(rate_per_s) => Arrivals::Poisson { rate_per_s },
             None => Arrivals::AllAtZero,
         };
-        let plan =
-            dqngpu_rl::scorer::plan::PlanConfig::new(cfg.schedulers.plan_rows, cfg.schedulers.plan_guard).map_err(
-                |e| ExperimentError::Run { what: "schedulers.plan_rows / plan_guard".into(), message: e.to_string() },
-            )?;
+        let plan = cfg.plan().map_err(|(field, message)| ExperimentError::Run { what: field.into(), message })?;
         Ok(Setup { cluster, library, interference, sim, arrivals, plan })
     }
 

@@ -683,6 +683,24 @@ mod memory_property {
         }
     }
 
+    /// Case (`policy`, `fair`)'s policy and model, its configuration, and a simulation of `set`
+    /// on `gpus` Titan Xps under them, driven to `cut` s.
+    fn cut_short(
+        lib: &AppLibrary,
+        set: &JobSet,
+        gpus: usize,
+        policy: usize,
+        fair: bool,
+        cut: f64,
+    ) -> (Box<dyn Policy>, Arc<dyn Interference>, SimConfig, Simulator) {
+        let (p, interference) = policy_and_model(policy, fair);
+        let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
+        let mut sim = Simulator::new(&titanxp(gpus), lib, set, interference.clone(), config.clone()).unwrap();
+        sim.set_policy_name(p.name());
+        assert!(drive(&mut sim, p.as_ref(), cut), "{} never got to {cut} s", p.name());
+        (p, interference, config, sim)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
@@ -690,12 +708,7 @@ mod memory_property {
             (lib, set, gpus, policy, fair) in arb_case(),
             cut in 0.0f64..40.0,
         ) {
-            let (p, interference) = policy_and_model(policy, fair);
-            let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
-            let cluster = titanxp(gpus);
-            let mut sim = Simulator::new(&cluster, &lib, &set, interference.clone(), config.clone()).unwrap();
-            sim.set_policy_name(p.name());
-            prop_assert!(drive(&mut sim, p.as_ref(), cut));
+            let (p, interference, config, mut sim) = cut_short(&lib, &set, gpus, policy, fair, cut);
             let mut expected: Vec<JobId> =
                 set.jobs.iter().filter(|j| j.submit_s <= sim.now_s() + 1e-9).map(|j| j.id).collect();
             expected.sort();
@@ -710,22 +723,16 @@ mod memory_property {
             // The original is untouched: it ends as an uninterrupted run does.
             prop_assert!(drive(&mut sim, p.as_ref(), f64::INFINITY));
             let whole = sim.finish();
-            let ran = run(p.as_ref(), &cluster, &lib, &set, interference, config).unwrap();
+            let ran = run(p.as_ref(), &titanxp(gpus), &lib, &set, interference, config).unwrap();
             prop_assert_eq!(whole, ran);
         }
-    }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
         fn a_simulation_from_a_view_plays_out_as_the_simulator_it_was_taken_from(
             (lib, set, gpus, policy, fair) in arb_case(),
             cut in 0.0f64..40.0,
         ) {
-            let (p, interference) = policy_and_model(policy, fair);
-            let config = SimConfig { max_restarts: 1000, ..SimConfig::default() };
-            let mut sim = Simulator::new(&titanxp(gpus), &lib, &set, interference.clone(), config.clone()).unwrap();
-            prop_assert!(drive(&mut sim, p.as_ref(), cut));
+            let (p, interference, config, mut sim) = cut_short(&lib, &set, gpus, policy, fair, cut);
             // On to a decision, where a planning policy would take the view.
             while !sim.done() && !sim.needs_decision() {
                 sim.step();

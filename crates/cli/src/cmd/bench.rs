@@ -84,8 +84,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let set = draw(&lib, class, args.n_jobs, args.seed, Arrivals::AllAtZero)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let mut rows = Vec::new();
+    let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
     for name in &args.schedulers {
-        let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
         let policy = resolve_scheduler(*name, None, args.seed, &caller, None)?;
         let sim = || dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default());
         let first = sim()?;

@@ -299,6 +299,11 @@ impl ScorerPolicy {
     pub fn caller(&self) -> &Caller {
         &self.caller
     }
+
+    /// The rule its features' predictions come from (`greedy`'s, under the default model).
+    pub fn greedy(&self) -> &Greedy {
+        &self.greedy
+    }
 }
 
 impl Policy for ScorerPolicy {

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use dqngpu_model::{ClusterView, Placement, Policy};
-use dqngpu_policy::Greedy;
 use dqngpu_sim::{SimConfig, SimResult, Simulator};
 use rayon::prelude::*;
 
@@ -29,17 +28,29 @@ pub struct PlanConfig {
 }
 
 impl PlanConfig {
-    /// `top_k` rows and guard weight `makespan_guard`, checked: at least one row, a weight that
-    /// is a number >= 0 (errors name the flag: `--plan-rows`, `--plan-guard`).
+    /// `top_k` rows and guard weight `makespan_guard`, checked ([`PlanConfig::named`]); errors
+    /// name the flags, `--plan-rows` and `--plan-guard`.
     pub fn new(top_k: usize, makespan_guard: f64) -> Result<Self, RlError> {
+        Self::named(top_k, makespan_guard, ("--plan-rows", "--plan-guard"))
+            .map_err(|(field, message)| RlError::Config { field, message })
+    }
+
+    /// `top_k` rows and guard weight `makespan_guard`, checked: at least one row, a weight
+    /// that is a number >= 0. An error is the name (of `names`: rows, guard) of the setting
+    /// that is wrong, as the caller reads it (a flag, a config field), and what is wrong.
+    pub fn named(
+        top_k: usize,
+        makespan_guard: f64,
+        names: (&'static str, &'static str),
+    ) -> Result<Self, (&'static str, String)> {
         if top_k == 0 {
-            return Err(RlError::Config { field: "--plan-rows", message: "at least 1 row must be played out".into() });
+            return Err((names.0, "at least 1 row must be played out".into()));
         }
         if !(makespan_guard.is_finite() && makespan_guard >= 0.0) {
-            return Err(RlError::Config {
-                field: "--plan-guard",
-                message: format!("the guard's weight must be a number >= 0 (0: mean JCT alone), got {makespan_guard}"),
-            });
+            return Err((
+                names.1,
+                format!("the guard's weight must be a number >= 0 (0: mean JCT alone), got {makespan_guard}"),
+            ));
         }
         Ok(PlanConfig { top_k, makespan_guard })
     }
@@ -113,10 +124,9 @@ impl Policy for PlanPolicy {
         let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
         };
-        let greedy = Greedy::default();
         let mut scores = Vec::new();
         let mut guard: Option<Option<train::Guard>> = None;
-        decide_within(view, &greedy, caller, &mut |round, rows, n| {
+        decide_within(view, self.base.greedy(), caller, &mut |round, rows, n| {
             self.base.mlp().scores(rows, n, &mut scores);
             let own = best_row(&scores);
             // The futures of the rows tried, side by side (each on its own copy). A future
