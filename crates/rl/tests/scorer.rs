@@ -32,6 +32,14 @@ fn running(id: u64, p: &Arc<AppProfile>) -> RunningJob {
     RunningJob { id, profile: p.clone(), progress_s: 0.0, started_s: 0.0 }
 }
 
+/// A round over `view` and the rows of its first choice (and how many).
+fn offered<'v>(view: &'v ClusterView<'v>, greedy: &'v Greedy) -> (Round<'v>, Vec<f32>, usize) {
+    let mut round = Round::new(view, greedy);
+    let mut rows = Vec::new();
+    let n = round.rows(&mut rows);
+    (round, rows, n)
+}
+
 /// The (job id, GPU) of every row, hold as None.
 fn pairs(round: &Round<'_>, view: &ClusterView<'_>, n: usize) -> Vec<Option<(u64, usize)>> {
     (0..n).map(|r| round.pair(r).map(|(i, g)| (view.queue[i].id, g))).collect()
@@ -46,9 +54,7 @@ fn rows_are_the_legal_pairs_and_hold_waits_for_no_idle_gpu() {
     let queue = vec![queued(1, &b), queued(2, &c)];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
     let greedy = Greedy::default();
-    let mut round = Round::new(&view, &greedy);
-    let mut rows = Vec::new();
-    let n = round.rows(&mut rows);
+    let (mut round, mut rows, n) = offered(&view, &greedy);
     // GPU 1 is idle and takes either job, so neither is offered beside `a` (c beside a would
     // not fit anyway: 14,000 MiB), and there is no hold.
     assert_eq!(pairs(&round, &view, n), vec![Some((1, 1)), Some((2, 1))]);
@@ -73,6 +79,54 @@ fn rows_are_the_legal_pairs_and_hold_waits_for_no_idle_gpu() {
     assert_eq!(round.placements(), vec![dqngpu_model::Placement { gpu: 1, jobs: vec![1] }]);
 }
 
+/// Rows that place the same job on idle GPUs of one model are twins (the plan plays only the
+/// first): their features are the same. A GPU of another model, or one given a job this round,
+/// is no twin.
+#[test]
+fn idle_twins_are_the_same_job_on_idle_gpus_of_one_model() {
+    let a = phased("a", &[(100, 50.0, 8000.0)]);
+    let b = phased("b", &[(10, 30.0, 3000.0)]);
+    let c = phased("c", &[(20, 30.0, 2000.0)]);
+    let t4 = GpuState { spec: gpu::lookup("t4").unwrap(), ..titanxp(vec![]) };
+    let gpus = vec![titanxp(vec![running(9, &a)]), titanxp(vec![]), titanxp(vec![]), t4];
+    let queue = vec![queued(1, &b), queued(2, &c)];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let greedy = Greedy::default();
+    let (mut round, mut rows, n) = offered(&view, &greedy);
+    let all = pairs(&round, &view, n);
+    let row = |job: u64, g: usize| all.iter().position(|p| *p == Some((job, g))).unwrap();
+    let features = |rows: &[f32], r: usize| rows[r * FEATURES..(r + 1) * FEATURES].to_vec();
+    assert!(round.idle_twins(row(1, 1), row(1, 2)));
+    assert_eq!(features(&rows, row(1, 1)), features(&rows, row(1, 2)));
+    assert!(!round.idle_twins(row(1, 1), row(2, 2)), "another job");
+    assert!(!round.idle_twins(row(1, 1), row(1, 3)), "another model");
+    assert!(!round.idle_twins(row(1, 1), row(1, 1)), "the row itself");
+    // Job 2 on GPU 1: GPU 1 is no longer idle, so job 1 there is no twin of job 1 on GPU 2.
+    // (Job 1 is then offered on GPU 2 and the T4 only, idle GPUs that take it; GPU 1's row
+    // comes back once they are gone.)
+    assert!(round.take(row(2, 1)));
+    let n = round.rows(&mut rows);
+    let all = pairs(&round, &view, n);
+    assert_eq!(all, vec![Some((1, 2)), Some((1, 3))]);
+    assert!(!round.idle_twins(0, 1));
+    let gpus = vec![titanxp(vec![]), titanxp(vec![])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let (mut round, _, _) = offered(&view, &greedy);
+    assert!(round.idle_twins(0, 1));
+    assert!(round.take(0));
+    let n = round.rows(&mut rows);
+    let all = pairs(&round, &view, n);
+    assert_eq!(all, vec![Some((2, 1))], "job 2 goes to the idle GPU");
+    // A round over two busy twins: job 2 beside `a` on either is no idle twin.
+    let gpus = vec![titanxp(vec![running(8, &a)]), titanxp(vec![running(9, &a)])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let (round, _, n) = offered(&view, &greedy);
+    let all = pairs(&round, &view, n);
+    let (x, y) =
+        (all.iter().position(|p| *p == Some((1, 0))).unwrap(), all.iter().position(|p| *p == Some((1, 1))).unwrap());
+    assert!(!round.idle_twins(x, y), "busy GPUs are no idle twins");
+}
+
 #[test]
 fn colliding_peaks_are_legal_only_where_the_phases_never_overlap() {
     // The resident holds 10 GB for its 30 s; `late` holds 10 GB only in its last 10 of 60 s,
@@ -84,9 +138,7 @@ fn colliding_peaks_are_legal_only_where_the_phases_never_overlap() {
     let queue = vec![queued(1, &late), queued(2, &early)];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
     let greedy = Greedy::default();
-    let mut round = Round::new(&view, &greedy);
-    let mut rows = Vec::new();
-    let n = round.rows(&mut rows);
+    let (round, rows, n) = offered(&view, &greedy);
     assert_eq!(pairs(&round, &view, n), vec![None, Some((1, 0))]);
     let peak_fits = NAMES.iter().position(|n| *n == "peak_fits").unwrap();
     assert_eq!(rows[FEATURES + peak_fits], 0.0, "admitted by the time-aligned rule only");

@@ -308,6 +308,23 @@ impl<'v> Round<'v> {
         self.pairs.iter().position(|p| matches!(p, Some((i, g)) if *g == gpu && self.view.queue[*i].id == id))
     }
 
+    /// True when rows `a` and `b` of the last [`Round::rows`] place the same job on two GPUs of
+    /// the same model with nothing on either (nor placed there this round): the same choice but
+    /// for the GPU's name, with the same features and, by symmetry, the same future.
+    pub fn idle_twins(&self, a: usize, b: usize) -> bool {
+        match (self.pair(a), self.pair(b)) {
+            (Some((i, g)), Some((j, h))) => {
+                let gpus = &self.view.gpus;
+                i == j
+                    && g != h
+                    && self.members[g].is_empty()
+                    && self.members[h].is_empty()
+                    && gpus[g].spec == gpus[h].spec
+            }
+            _ => false,
+        }
+    }
+
     /// True when row 0 of the last [`Round::rows`] is hold.
     pub fn hold_offered(&self) -> bool {
         matches!(self.pairs.first(), Some(None))

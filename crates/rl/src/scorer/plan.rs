@@ -68,6 +68,41 @@ fn cost(guard: Option<&train::Guard>, r: &SimResult) -> f64 {
     r.mean_jct_s + guard.map_or(0.0, |g| g.penalty(r.makespan_s))
 }
 
+/// Futures whose costs are within this share of each other are a tie, which the row tried
+/// first (the scorer's preference) wins: futures that end the same jobs at the same times
+/// differ in the last bits of their mean JCT (its sum runs in job-table order), and the choice
+/// must not hang on that.
+const TIE: f64 = 1e-9;
+
+/// The row whose future costs least (ties as [`TIE`] says); `None` with no futures.
+fn cheapest(futures: &[(usize, SimResult)], guard: Option<&train::Guard>) -> Option<usize> {
+    let mut best: Option<(f64, usize)> = None;
+    for (r, res) in futures {
+        let c = cost(guard, res);
+        if best.is_none_or(|(b, _)| c < b - TIE * b.abs()) {
+            best = Some((c, *r));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// True when the guard cannot change which future [`cheapest`] takes, so the rules need not
+/// be played for it. Its charge grows with makespan (against the same references for every
+/// future), so it is moot where every future ends at the same time, or where one future has
+/// a mean JCT clearly (a millionth) below every other's and ends no later than any: it is
+/// charged no more than they are. (Unless a charge passes a thousand times the mean JCT,
+/// beyond any makespan a run reaches under the guard's weights.)
+fn guard_is_moot(futures: &[(usize, SimResult)]) -> bool {
+    if futures.windows(2).all(|w| w[0].1.makespan_s == w[1].1.makespan_s) {
+        return true;
+    }
+    futures.iter().any(|(r, f)| {
+        futures.iter().all(|(o, g)| {
+            o == r || (g.makespan_s >= f.makespan_s && f.mean_jct_s < g.mean_jct_s - 1e-6 * g.mean_jct_s.abs())
+        })
+    })
+}
+
 /// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
 #[derive(Debug, Clone)]
 pub struct PlanPolicy {
@@ -98,15 +133,18 @@ impl PlanPolicy {
         if weight <= 0.0 {
             return None;
         }
+        // The rules side by side; min is exact in any order, so the guard is the same.
+        let ends: Vec<(f64, f64)> = dqngpu_policy::RIVALS
+            .par_iter()
+            .filter_map(|name| {
+                let rule = dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))).ok()?;
+                sim.clone().play_out(rule.as_ref()).ok().map(|r| (r.mean_jct_s, r.makespan_s))
+            })
+            .collect();
         let mut g = train::Guard { jct: f64::INFINITY, makespan: f64::INFINITY, weight };
-        for name in dqngpu_policy::RIVALS {
-            let Ok(rule) = dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))) else {
-                continue;
-            };
-            if let Ok(r) = sim.clone().play_out(rule.as_ref()) {
-                g.jct = g.jct.min(r.mean_jct_s);
-                g.makespan = g.makespan.min(r.makespan_s);
-            }
+        for (jct, makespan) in ends {
+            g.jct = g.jct.min(jct);
+            g.makespan = g.makespan.min(makespan);
         }
         Some(g)
     }
@@ -130,30 +168,70 @@ impl Policy for PlanPolicy {
             self.base.mlp().scores(rows, n, &mut scores);
             let own = best_row(&scores);
             // The futures of the rows tried, side by side (each on its own copy). A future
-            // that fails (a fault the simulator reports) is not taken.
-            let tried: Vec<(usize, (Vec<Placement>, bool))> = train::lookahead_rows(round, &scores, self.config.top_k)
-                .into_iter()
-                .map(|r| (r, round.placements_with(r)))
-                .collect();
+            // that fails (a fault the simulator reports) is not taken. A row whose idle twin
+            // is tried before it (the same score and future) would lose the tie, so it is not
+            // played.
+            let mut rows = train::lookahead_rows(round, &scores, self.config.top_k);
+            let all = rows.clone();
+            rows.retain(|&r| !all.iter().take_while(|&&e| e != r).any(|&e| round.idle_twins(e, r)));
+            let tried: Vec<(usize, (Vec<Placement>, bool))> =
+                rows.into_iter().map(|r| (r, round.placements_with(r))).collect();
             let futures: Vec<(usize, SimResult)> = tried
                 .par_iter()
                 .filter_map(|(r, (now, hold))| {
                     train::play_out_placed(&sim, now, *hold, &self.base).ok().map(|res| (*r, res))
                 })
                 .collect();
-            // The guard charges makespan only against the rules' references; where every
-            // future ends at the same time it charges each the same, so the rules' futures are
-            // played (once per decision) only where makespans differ.
-            let tie = futures.windows(2).all(|w| w[0].1.makespan_s == w[1].1.makespan_s);
-            let guard = if tie { None } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
-            let mut best = (f64::INFINITY, own);
-            for (r, res) in &futures {
-                let cost = cost(guard.as_ref(), res);
-                if cost < best.0 {
-                    best = (cost, *r);
-                }
-            }
-            best.1
+            // The rules' futures (played once per decision) are needed only where the guard
+            // could change the choice.
+            let guard = if guard_is_moot(&futures) { None } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
+            cheapest(&futures, guard.as_ref()).unwrap_or(own)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dqngpu_model::{ClusterSpec, WorkloadClass};
+
+    /// Futures with these (mean JCT, makespan), rows 0, 1, ... (a real result, reshaped).
+    fn futures(ends: &[(f64, f64)]) -> Vec<(usize, SimResult)> {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::GpuLight, 2, 1, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+        let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+        let model = Arc::from(dqngpu_interference::by_name("contention").unwrap());
+        let policy = dqngpu_policy::by_name("sjf", 1).unwrap();
+        let r = dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, model, SimConfig::default()).unwrap();
+        ends.iter()
+            .enumerate()
+            .map(|(k, &(jct, mk))| (k, SimResult { mean_jct_s: jct, makespan_s: mk, ..r.clone() }))
+            .collect()
+    }
+
+    #[test]
+    fn costs_within_a_rounding_are_a_tie_that_the_first_row_wins() {
+        let f = futures(&[(100.0, 500.0), (100.0 - 1e-12, 500.0), (99.0, 500.0)]);
+        assert_eq!(cheapest(&f[..2], None), Some(0), "a last-bit difference is a tie");
+        assert_eq!(cheapest(&f, None), Some(2));
+        assert_eq!(cheapest(&[], None), None);
+        // The guard charges the later makespan enough to undo a 1 s lead.
+        let f = futures(&[(100.0, 500.0), (99.0, 600.0)]);
+        let guard = train::Guard { jct: 100.0, makespan: 500.0, weight: 1.0 };
+        assert_eq!(cheapest(&f, None), Some(1));
+        assert_eq!(cheapest(&f, Some(&guard)), Some(0));
+    }
+
+    #[test]
+    fn the_guard_is_moot_only_where_it_cannot_change_the_choice() {
+        // Every future ends at once: each is charged the same.
+        assert!(guard_is_moot(&futures(&[(100.0, 500.0), (90.0, 500.0)])));
+        // The lowest JCT also ends first: it is charged least.
+        assert!(guard_is_moot(&futures(&[(100.0, 600.0), (90.0, 500.0), (95.0, 550.0)])));
+        // The lowest JCT ends last: the guard may undo its lead (as in the test above).
+        assert!(!guard_is_moot(&futures(&[(100.0, 500.0), (99.0, 600.0)])));
+        // A lead within rounding is no lead (the tie goes to the first row).
+        assert!(!guard_is_moot(&futures(&[(100.0, 600.0), (100.0 - 1e-12, 500.0)])));
+        assert!(guard_is_moot(&futures(&[])));
     }
 }
