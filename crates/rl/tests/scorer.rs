@@ -101,22 +101,27 @@ fn idle_twins_are_the_same_job_on_idle_gpus_of_one_model() {
     assert!(!round.idle_twins(row(1, 1), row(2, 2)), "another job");
     assert!(!round.idle_twins(row(1, 1), row(1, 3)), "another model");
     assert!(!round.idle_twins(row(1, 1), row(1, 1)), "the row itself");
-    // Job 2 on GPU 1: GPU 1 is no longer idle, so job 1 there is no twin of job 1 on GPU 2.
-    // (Job 1 is then offered on GPU 2 and the T4 only, idle GPUs that take it; GPU 1's row
-    // comes back once they are gone.)
+    // Job 2 on GPU 1: job 1 is then offered on the idle GPU 2 and the T4 only (idle GPUs take
+    // it), which are of two models.
     assert!(round.take(row(2, 1)));
     let n = round.rows(&mut rows);
-    let all = pairs(&round, &view, n);
-    assert_eq!(all, vec![Some((1, 2)), Some((1, 3))]);
+    assert_eq!(pairs(&round, &view, n), vec![Some((1, 2)), Some((1, 3))]);
     assert!(!round.idle_twins(0, 1));
+    // Two idle twins and three jobs: once each has been given a job this round, the third job
+    // is offered on both, and they are no longer idle twins.
+    let d = phased("d", &[(30, 30.0, 1000.0)]);
+    let queue = vec![queued(1, &b), queued(2, &c), queued(3, &d)];
     let gpus = vec![titanxp(vec![]), titanxp(vec![])];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
     let (mut round, _, _) = offered(&view, &greedy);
-    assert!(round.idle_twins(0, 1));
+    assert!(round.idle_twins(0, 1), "job 1 on either idle GPU");
     assert!(round.take(0));
     let n = round.rows(&mut rows);
-    let all = pairs(&round, &view, n);
-    assert_eq!(all, vec![Some((2, 1))], "job 2 goes to the idle GPU");
+    assert_eq!(pairs(&round, &view, n), vec![Some((2, 1)), Some((3, 1))], "only the idle GPU");
+    assert!(round.take(0));
+    let n = round.rows(&mut rows);
+    assert_eq!(pairs(&round, &view, n), vec![None, Some((3, 0)), Some((3, 1))]);
+    assert!(!round.idle_twins(1, 2), "GPUs given a job this round");
     // A round over two busy twins: job 2 beside `a` on either is no idle twin.
     let gpus = vec![titanxp(vec![running(8, &a)]), titanxp(vec![running(9, &a)])];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
