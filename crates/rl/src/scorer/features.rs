@@ -203,7 +203,7 @@ impl<'v> Round<'v> {
             // The first idle GPU of each model; every later idle one of that model is a twin.
             let mut firsts: Vec<usize> = Vec::new();
             for g in (0..view.gpus.len()).filter(|&g| idle[g]) {
-                match firsts.iter().any(|&e| view.gpus[e].spec == view.gpus[g].spec) {
+                match firsts.iter().any(|&e| self.idle_twin_gpus(e, g)) {
                     true => twin[g] = true,
                     false => firsts.push(g),
                 }
@@ -313,16 +313,18 @@ impl<'v> Round<'v> {
     /// for the GPU's name, with the same features and, by symmetry, the same future.
     pub fn idle_twins(&self, a: usize, b: usize) -> bool {
         match (self.pair(a), self.pair(b)) {
-            (Some((i, g)), Some((j, h))) => {
-                let gpus = &self.view.gpus;
-                i == j
-                    && g != h
-                    && self.members[g].is_empty()
-                    && self.members[h].is_empty()
-                    && gpus[g].spec == gpus[h].spec
-            }
+            (Some((i, g)), Some((j, h))) => i == j && self.idle_twin_gpus(g, h),
             _ => false,
         }
+    }
+
+    /// True when GPUs `g` and `h` are two GPUs of one model with nothing on either, nor
+    /// placed there this round (what [`Round::for_argmax`] merges and the plan plays once).
+    fn idle_twin_gpus(&self, g: usize, h: usize) -> bool {
+        g != h
+            && self.members[g].is_empty()
+            && self.members[h].is_empty()
+            && self.view.gpus[g].spec == self.view.gpus[h].spec
     }
 
     /// True when row 0 of the last [`Round::rows`] is hold.

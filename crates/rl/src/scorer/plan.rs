@@ -117,11 +117,6 @@ impl PlanPolicy {
         PlanPolicy { base, config }
     }
 
-    /// The search's settings.
-    pub fn config(&self) -> PlanConfig {
-        self.config
-    }
-
     fn caller(&self) -> &Caller {
         self.base.caller()
     }
@@ -134,19 +129,14 @@ impl PlanPolicy {
             return None;
         }
         // The rules side by side; min is exact in any order, so the guard is the same.
-        let ends: Vec<(f64, f64)> = dqngpu_policy::RIVALS
+        let ends: Vec<SimResult> = dqngpu_policy::RIVALS
             .par_iter()
             .filter_map(|name| {
                 let rule = dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))).ok()?;
-                sim.clone().play_out(rule.as_ref()).ok().map(|r| (r.mean_jct_s, r.makespan_s))
+                sim.clone().play_out(rule.as_ref()).ok()
             })
             .collect();
-        let mut g = train::Guard { jct: f64::INFINITY, makespan: f64::INFINITY, weight };
-        for (jct, makespan) in ends {
-            g.jct = g.jct.min(jct);
-            g.makespan = g.makespan.min(makespan);
-        }
-        Some(g)
+        Some(train::Guard::best_of(&ends, weight))
     }
 }
 
@@ -171,9 +161,12 @@ impl Policy for PlanPolicy {
             // that fails (a fault the simulator reports) is not taken. A row whose idle twin
             // is tried before it (the same score and future) would lose the tie, so it is not
             // played.
-            let mut rows = train::lookahead_rows(round, &scores, self.config.top_k);
-            let all = rows.clone();
-            rows.retain(|&r| !all.iter().take_while(|&&e| e != r).any(|&e| round.idle_twins(e, r)));
+            let mut rows: Vec<usize> = Vec::new();
+            for r in train::lookahead_rows(round, &scores, self.config.top_k) {
+                if !rows.iter().any(|&e| round.idle_twins(e, r)) {
+                    rows.push(r);
+                }
+            }
             let tried: Vec<(usize, (Vec<Placement>, bool))> =
                 rows.into_iter().map(|r| (r, round.placements_with(r))).collect();
             let futures: Vec<(usize, SimResult)> = tried

@@ -258,6 +258,17 @@ pub struct Guard {
 pub const GUARD_MARGIN: f64 = 0.01;
 
 impl Guard {
+    /// A guard of `weight` over the lowest mean JCT and the lowest makespan of the rules'
+    /// `runs` of one episode (each may come from another rule).
+    pub fn best_of<'a>(runs: impl IntoIterator<Item = &'a SimResult>, weight: f64) -> Self {
+        let mut g = Guard { jct: f64::INFINITY, makespan: f64::INFINITY, weight };
+        for r in runs {
+            g.jct = g.jct.min(r.mean_jct_s);
+            g.makespan = g.makespan.min(r.makespan_s);
+        }
+        g
+    }
+
     /// What a run of this episode ending at `makespan` is charged, in seconds of mean JCT.
     pub fn penalty(&self, makespan: f64) -> f64 {
         if self.makespan > 0.0 && self.jct.is_finite() {
@@ -315,11 +326,7 @@ fn guarded(eps: &[Episode], runs: &[Vec<SimResult>], weight: Option<f64>) -> Vec
     eps.iter()
         .enumerate()
         .map(|(k, e)| {
-            let guard = weight.map(|weight| Guard {
-                jct: runs.iter().map(|r| r[k].mean_jct_s).fold(f64::INFINITY, f64::min),
-                makespan: runs.iter().map(|r| r[k].makespan_s).fold(f64::INFINITY, f64::min),
-                weight,
-            });
+            let guard = weight.map(|weight| Guard::best_of(runs.iter().map(|r| &r[k]), weight));
             Episode { guard, ..e.clone() }
         })
         .collect()
