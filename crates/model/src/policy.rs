@@ -110,8 +110,11 @@ pub struct Placement {
     pub jobs: Vec<JobId>,
 }
 
-/// A placement policy. Implementations must be deterministic functions of the view (and of
-/// their own immutable configuration, including any seed), so the same inputs replay.
+/// A placement policy. Implementations must be deterministic functions of the views they
+/// are shown, in order (and of their own configuration, including any seed), so the same
+/// inputs replay. Most decide from the view alone; `dqngpu-plan` also keeps the future it
+/// chose until the jobs or the clock show that another run or an arrival began (a fresh
+/// instance, or a clone, per run).
 pub trait Policy: Send + Sync {
     /// Name, as the CLI spells it.
     fn name(&self) -> &str;

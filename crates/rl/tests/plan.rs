@@ -92,3 +92,66 @@ fn the_plan_is_a_scheduler_name_that_needs_a_scorer_checkpoint() {
     let p = n.resolve(Some(&path), 0).unwrap();
     assert_eq!(p.name(), "dqngpu-plan");
 }
+
+/// The cost the plan weighs, over a whole run: mean JCT, plus `weight` x the best rule's mean
+/// JCT x the share of makespan past 1.01 x the best rule's (`train::Guard`).
+fn cost(r: &dqngpu_sim::SimResult, best_jct: f64, best_makespan: f64, weight: f64) -> f64 {
+    r.mean_jct_s + weight * best_jct * (r.makespan_s / best_makespan - 1.01).max(0.0)
+}
+
+/// The plan keeps its promise: where every job is known at the start and nothing arrives, the
+/// rules' whole runs are among the futures it weighs at its first choice, and it leaves the
+/// future it took only for a cheaper one. So its run costs no more than the cheapest rule's,
+/// measured on the real runs (which its futures must replay exactly for this to hold).
+#[test]
+fn the_plan_costs_no_more_than_the_cheapest_rule_where_nothing_arrives() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    for (class, seed) in
+        [(WorkloadClass::GpuLight, 1000), (WorkloadClass::MemLight, 1001), (WorkloadClass::Random, 1002)]
+    {
+        let set = dqngpu_sim::draw(&lib, class, 14, seed, Arrivals::AllAtZero).unwrap();
+        let rules: Vec<dqngpu_sim::SimResult> = dqngpu_policy::RIVALS
+            .iter()
+            .map(|name| {
+                let rule = dqngpu_policy::by_name_under(name, 1, Some(contention())).unwrap();
+                dqngpu_sim::run(rule.as_ref(), &cluster, &lib, &set, contention(), SimConfig::default()).unwrap()
+            })
+            .collect();
+        let best_jct = rules.iter().map(|r| r.mean_jct_s).fold(f64::INFINITY, f64::min);
+        let best_makespan = rules.iter().map(|r| r.makespan_s).fold(f64::INFINITY, f64::min);
+        for weight in [1.0, 100.0] {
+            let base = ScorerPolicy::untrained(&[32, 16], 3).unwrap();
+            let plan = PlanPolicy::new(base, PlanConfig::new(2, weight).unwrap());
+            let p = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+            let cheapest = rules.iter().map(|r| cost(r, best_jct, best_makespan, weight)).fold(f64::INFINITY, f64::min);
+            let own = cost(&p, best_jct, best_makespan, weight);
+            eprintln!(
+                "{class:?} weight {weight}: plan {own:.2} ({:.1} / {:.1}), cheapest rule {cheapest:.2}",
+                p.mean_jct_s, p.makespan_s
+            );
+            assert!(own <= cheapest * (1.0 + 1e-9), "{class:?} weight {weight}: plan {own}, cheapest rule {cheapest}");
+        }
+    }
+}
+
+/// A plan asked again from an earlier clock (another run) starts afresh: its second run of a
+/// job set is its first run's, and a clone's.
+#[test]
+fn a_plan_used_for_a_second_run_starts_afresh() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let base = ScorerPolicy::untrained(&[32, 16], 2).unwrap();
+    let plan = PlanPolicy::new(base, PlanConfig::default());
+    let a = dqngpu_sim::draw(&lib, WorkloadClass::Random, 10, 1003, Arrivals::AllAtZero).unwrap();
+    let b = dqngpu_sim::draw(&lib, WorkloadClass::GpuLight, 10, 1004, Arrivals::AllAtZero).unwrap();
+    let run =
+        |p: &PlanPolicy, set| dqngpu_sim::run(p, &cluster, &lib, set, contention(), SimConfig::default()).unwrap();
+    let fresh = plan.clone();
+    let first = run(&plan, &a);
+    run(&plan, &b);
+    let again = run(&plan, &a);
+    let cloned = run(&fresh, &a);
+    assert_eq!((again.mean_jct_s, again.makespan_s), (first.mean_jct_s, first.makespan_s));
+    assert_eq!((cloned.mean_jct_s, cloned.makespan_s), (first.mean_jct_s, first.makespan_s));
+}

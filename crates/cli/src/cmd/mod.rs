@@ -54,7 +54,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub plan_rows: Option<usize>,
     /// dqngpu-plan: the makespan guard's weight in a future's cost (the training's units)
-    /// [default: 1]; 0: mean JCT alone.
+    /// [default: 2]; 0: mean JCT alone.
     #[arg(long)]
     pub plan_guard: Option<f64>,
 }

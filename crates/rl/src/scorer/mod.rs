@@ -180,7 +180,21 @@ pub fn decide_within(
     caller: &Caller,
     choose: &mut dyn FnMut(&Round<'_>, &[f32], usize) -> usize,
 ) -> Vec<Placement> {
-    run_round(Round::for_caller(view, greedy, caller), &mut |round, rows, n| Some(choose(round, rows, n)))
+    decide_within_until(view, greedy, caller, &mut |round, rows, n| Some(choose(round, rows, n)))
+}
+
+/// Picks a row of the `n` offered, or ends the round (`None`).
+pub type ChooseOrEnd<'c> = dyn FnMut(&Round<'_>, &[f32], usize) -> Option<usize> + 'c;
+
+/// [`decide_within`], where `choose` may also end the round early (`None`); the placements
+/// chosen until then are returned.
+pub fn decide_within_until(
+    view: &ClusterView<'_>,
+    greedy: &Greedy,
+    caller: &Caller,
+    choose: &mut ChooseOrEnd<'_>,
+) -> Vec<Placement> {
+    run_round(Round::for_caller(view, greedy, caller), &mut |round, rows, n| choose(round, rows, n))
 }
 
 /// The placements `mlp` chooses over `view`: the highest-scoring legal row at each choice

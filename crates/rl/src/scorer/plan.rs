@@ -1,21 +1,31 @@
 //! `dqngpu-plan`: the trained scorer with search at decision time. At each choice of a
 //! decision round, the scorer's best `top_k` rows (and hold, where offered) are each played
 //! out to the end on a simulation of the cluster as the view shows it
-//! ([`Simulator::from_view`]: the running jobs and the queue, no arrivals to come), the scorer
-//! deciding the rest, and the row whose future costs least is taken. The cost is the one the
-//! scorer was trained on (`train::Guard`): mean JCT, plus the makespan guard (`makespan_guard`
-//! x the best rule's mean JCT x the share of makespan past 1.01 x the best rule's), the rules'
-//! references played out from the same moment. It is one step of policy improvement over the scorer, the
-//! step the training's look-ahead distils (docs/RL.md), taken online instead of learned; it
-//! costs milliseconds per decision where the scorer alone costs a tenth of one.
+//! ([`Simulator::from_view`]: the running jobs and the queue, no arrivals to come), and the
+//! row whose future costs least is taken. A row's future is its whole decision at this moment
+//! (the row, then what the scorer adds), then the scorer deciding the rest, and once the
+//! rules have been played, also the rule whose run ended first deciding the rest. The cost is
+//! the one the scorer was trained on (`train::Guard`): mean JCT, plus the makespan guard
+//! (`makespan_guard` x the best rule's mean JCT x the share of makespan past 1.01 x the best
+//! rule's).
+//!
+//! The plan keeps its promise (a fortified rollout): the future it took is weighed again at
+//! the next decision, first, so it is left only for a cheaper one; at the first choice of an
+//! epoch the seven rules' own runs are weighed too, and the guard's references (their best)
+//! stay fixed for the epoch. Where nothing arrives and the simulation replays exactly (one
+//! run of all jobs known at the start), a run therefore costs no more than the cheapest rule's.
+//! An epoch ends when a job the plan did not know appears, or the clock goes back.
+//! It costs milliseconds per decision where the scorer alone costs a tenth of one.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use dqngpu_model::{ClusterView, Placement, Policy};
+use dqngpu_model::{ClusterView, JobId, Placement, Policy};
+use dqngpu_sim::budget::within_budget;
 use dqngpu_sim::{SimConfig, SimResult, Simulator};
 use rayon::prelude::*;
 
-use super::{best_row, decide_within, train, Caller, ScorerPolicy};
+use super::{best_row, decide_within_until, train, Caller, ScorerPolicy};
 use crate::error::RlError;
 
 /// How a plan searches.
@@ -57,9 +67,10 @@ impl PlanConfig {
 }
 
 impl Default for PlanConfig {
-    /// Four rows and the training's default guard (docs/RL.md, "Search at decision time").
+    /// Four rows and twice the training's default guard (docs/RL.md, "Search at decision
+    /// time": with the promise kept, weight 2 brings every pair within issue 10's lines).
     fn default() -> Self {
-        PlanConfig { top_k: 4, makespan_guard: 1.0 }
+        PlanConfig { top_k: 4, makespan_guard: 2.0 }
     }
 }
 
@@ -74,13 +85,14 @@ fn cost(guard: Option<&train::Guard>, r: &SimResult) -> f64 {
 /// must not hang on that.
 const TIE: f64 = 1e-9;
 
-/// The row whose future costs least (ties as [`TIE`] says); `None` with no futures.
-fn cheapest(futures: &[(usize, SimResult)], guard: Option<&train::Guard>) -> Option<usize> {
+/// The index of the future that costs least (ties as [`TIE`] says: the first wins); `None`
+/// with no futures.
+fn cheapest_index<'a>(ends: impl IntoIterator<Item = &'a SimResult>, guard: Option<&train::Guard>) -> Option<usize> {
     let mut best: Option<(f64, usize)> = None;
-    for (r, res) in futures {
+    for (k, res) in ends.into_iter().enumerate() {
         let c = cost(guard, res);
         if best.is_none_or(|(b, _)| c < b - TIE * b.abs()) {
-            best = Some((c, *r));
+            best = Some((c, k));
         }
     }
     best.map(|b| b.1)
@@ -92,51 +104,180 @@ fn cheapest(futures: &[(usize, SimResult)], guard: Option<&train::Guard>) -> Opt
 /// a mean JCT clearly (a millionth) below every other's and ends no later than any: it is
 /// charged no more than they are. (Unless a charge passes a thousand times the mean JCT,
 /// beyond any makespan a run reaches under the guard's weights.)
-fn guard_is_moot(futures: &[(usize, SimResult)]) -> bool {
-    if futures.windows(2).all(|w| w[0].1.makespan_s == w[1].1.makespan_s) {
+fn guard_is_moot(futures: &[Future]) -> bool {
+    if futures.windows(2).all(|w| w[0].end.makespan_s == w[1].end.makespan_s) {
         return true;
     }
-    futures.iter().any(|(r, f)| {
-        futures.iter().all(|(o, g)| {
+    futures.iter().enumerate().any(|(r, f)| {
+        futures.iter().enumerate().all(|(o, g)| {
+            let (f, g) = (&f.end, &g.end);
             o == r || (g.makespan_s >= f.makespan_s && f.mean_jct_s < g.mean_jct_s - 1e-6 * g.mean_jct_s.abs())
         })
     })
 }
 
-/// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
+/// Who decides after a future's first decision: the scorer, or one of the rules
+/// ([`dqngpu_policy::RIVALS`], by index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Scorer,
+    Rule(usize),
+}
+
+/// A future weighed at a choice: the whole decision at this moment, what decides after it,
+/// how it ends, and the row of the choice it starts with (`None`: it is no row of this choice;
+/// it is what the plan took before, or a rule's).
 #[derive(Debug, Clone)]
+struct Future {
+    decision: Vec<Placement>,
+    then: Then,
+    end: SimResult,
+    row: Option<usize>,
+}
+
+/// The rules' lowest total JCT (mean x jobs) and makespan, played out from the moment they
+/// were first needed in a [`Promise`]'s epoch: the guard's references, fixed for the epoch, so
+/// that each decision's futures are charged as the epoch's first decision charged them.
+#[derive(Debug, Clone, Copy)]
+struct Refs {
+    total_jct: f64,
+    makespan: f64,
+}
+
+impl Refs {
+    /// The guard of `weight` at a moment with `jobs` jobs left: in units of their mean JCT.
+    fn guard(&self, weight: f64, jobs: usize) -> train::Guard {
+        train::Guard { jct: self.total_jct / jobs.max(1) as f64, makespan: self.makespan, weight }
+    }
+}
+
+/// What the plan carries from one decision to the next: the future it took, so that it keeps
+/// to it unless a cheaper one turns up (a fortified rollout, Bertsekas, "Rollout algorithms
+/// for discrete optimization", 2013). Its epoch lasts while the jobs are those it knew and the
+/// clock runs forward; a job it did not know (an arrival) or an earlier clock (another run)
+/// begins a new one.
+#[derive(Debug, Clone, Default)]
+struct Promise {
+    /// The jobs (running or waiting) when the epoch began, with their apps.
+    jobs: HashMap<JobId, String>,
+    /// The clock at the last decision.
+    now_s: f64,
+    /// The guard's references, once needed in this epoch.
+    refs: Option<Refs>,
+    /// What decides after the future taken last; `None` before the first choice.
+    then: Option<Then>,
+    /// The rule whose future ended first when the references were taken (by index).
+    finisher: Option<usize>,
+}
+
+impl Promise {
+    fn begin(view: &ClusterView<'_>) -> Self {
+        let jobs = view_jobs(view).map(|(id, app)| (id, app.to_string())).collect();
+        Promise { jobs, now_s: view.now_s, refs: None, then: None, finisher: None }
+    }
+
+    /// True when `view` goes on from this epoch: no earlier clock, every job known.
+    fn covers(&self, view: &ClusterView<'_>) -> bool {
+        view.now_s >= self.now_s && view_jobs(view).all(|(id, app)| self.jobs.get(&id).is_some_and(|a| a == app))
+    }
+}
+
+/// The jobs of `view`, running and waiting, with their apps.
+fn view_jobs<'v>(view: &'v ClusterView<'_>) -> impl Iterator<Item = (JobId, &'v str)> + 'v {
+    let running = view.gpus.iter().flat_map(|g| g.running.iter().map(|r| (r.id, r.profile.app.name.as_str())));
+    running.chain(view.queue.iter().map(|q| (q.id, q.app.as_str())))
+}
+
+/// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
+#[derive(Debug)]
 pub struct PlanPolicy {
     base: ScorerPolicy,
     config: PlanConfig,
+    promise: Mutex<Promise>,
+}
+
+impl Clone for PlanPolicy {
+    /// The same search, with no promise yet (as for a new run).
+    fn clone(&self) -> Self {
+        PlanPolicy::new(self.base.clone(), self.config)
+    }
 }
 
 impl PlanPolicy {
     /// Searches over `base` (which carries the caller's budget and interference model: the
     /// futures are played out under them).
     pub fn new(base: ScorerPolicy, config: PlanConfig) -> Self {
-        PlanPolicy { base, config }
+        PlanPolicy { base, config, promise: Mutex::new(Promise::default()) }
     }
 
     fn caller(&self) -> &Caller {
         self.base.caller()
     }
 
-    /// The training's guard over the lowest mean JCT and makespan the rules reach from `sim`'s
-    /// moment; `None` with no guard weight.
-    fn guard(&self, sim: &Simulator) -> Option<train::Guard> {
-        let weight = self.config.makespan_guard;
-        if weight <= 0.0 {
-            return None;
+    /// The rule `RIVALS[i]`, under the caller's interference model.
+    fn rule(&self, i: usize) -> Option<Box<dyn Policy>> {
+        let name = dqngpu_policy::RIVALS.get(i)?;
+        dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))).ok()
+    }
+
+    /// The future of taking `decision` whole at `sim`'s moment, `then` deciding the rest.
+    fn play(&self, sim: &Simulator, decision: Vec<Placement>, then: Then, row: Option<usize>) -> Option<Future> {
+        let end = match then {
+            Then::Scorer => train::play_out_placed(sim, &decision, true, &self.base).ok()?,
+            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?.as_ref()).ok()?,
+        };
+        Some(Future { decision, then, end, row })
+    }
+
+    /// The decision `then` takes at `sim`'s moment.
+    fn decision_of(&self, sim: &Simulator, then: Then) -> Option<Vec<Placement>> {
+        let view = sim.view();
+        match then {
+            Then::Scorer => Some(self.base.decide(&view)),
+            Then::Rule(i) => Some(self.admitted(&view, self.rule(i)?.decide(&view))),
         }
-        // The rules side by side; min is exact in any order, so the guard is the same.
-        let ends: Vec<SimResult> = dqngpu_policy::RIVALS
-            .par_iter()
-            .filter_map(|name| {
-                let rule = dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))).ok()?;
-                sim.clone().play_out(rule.as_ref()).ok()
+    }
+
+    /// The groups of a rule's `decision` that the caller's budget admits (the rules do not
+    /// know it; the simulator would drop the others, so the future is the same, and the plan
+    /// proposes only what the budget admits, as the scorer does).
+    fn admitted(&self, view: &ClusterView<'_>, decision: Vec<Placement>) -> Vec<Placement> {
+        let caller = self.caller();
+        match caller.max_slowdown {
+            Some(b) => {
+                let step_s = SimConfig::default().step_s;
+                within_budget(view.now_s, view.gpus, view.queue, &decision, &*caller.model, b, step_s).0
+            }
+            None => decision,
+        }
+    }
+
+    /// The whole decision that row placements `now` (`hold`: the row is hold) make at `sim`'s
+    /// moment: them, and then what the scorer adds at the same moment.
+    fn row_decision(&self, sim: &Simulator, now: Vec<Placement>, hold: bool) -> Vec<Placement> {
+        if hold {
+            return now;
+        }
+        let mut s = sim.clone();
+        if s.apply(&now).is_err() {
+            return now;
+        }
+        let more = self.base.decide(&s.view());
+        now.into_iter().chain(more.into_iter().filter(|p| !p.jobs.is_empty())).collect()
+    }
+
+    /// Each rule's future from `sim`'s moment (side by side).
+    fn rules_futures(&self, sim: &Simulator) -> Vec<Future> {
+        (0..dqngpu_policy::RIVALS.len())
+            .into_par_iter()
+            .filter_map(|i| {
+                let rule = self.rule(i)?;
+                let view = sim.view();
+                let decision = self.admitted(&view, rule.decide(&view));
+                let end = train::play_out_placed(sim, &decision, true, rule.as_ref()).ok()?;
+                Some(Future { decision, then: Then::Rule(i), end, row: None })
             })
-            .collect();
-        Some(train::Guard::best_of(&ends, weight))
+            .collect()
     }
 }
 
@@ -152,34 +293,103 @@ impl Policy for PlanPolicy {
         let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
         };
-        let mut scores = Vec::new();
-        let mut guard: Option<Option<train::Guard>> = None;
-        decide_within(view, self.base.greedy(), caller, &mut |round, rows, n| {
+        let mut promise = self.promise.lock().map(|p| p.clone()).unwrap_or_default();
+        if !promise.covers(view) {
+            promise = Promise::begin(view);
+        }
+        promise.now_s = view.now_s;
+        let jobs = view_jobs(view).count();
+        let weight = self.config.makespan_guard;
+        // The future taken at an earlier choice of this decision (a whole decision, with its
+        // end), if any.
+        let mut taken: Option<Future> = None;
+        let mut first = true;
+        let asked = decide_within_until(view, self.base.greedy(), caller, &mut |round, rows, n| {
+            let mut scores = Vec::new();
             self.base.mlp().scores(rows, n, &mut scores);
-            let own = best_row(&scores);
-            // The futures of the rows tried, side by side (each on its own copy). A future
-            // that fails (a fault the simulator reports) is not taken. A row whose idle twin
-            // is tried before it (the same score and future) would lose the tie, so it is not
-            // played.
-            let mut rows: Vec<usize> = Vec::new();
-            for r in train::lookahead_rows(round, &scores, self.config.top_k) {
-                if !rows.iter().any(|&e| round.idle_twins(e, r)) {
-                    rows.push(r);
+            // What the plan took before comes first, so that it wins ties and is left only for
+            // a cheaper future: at the first choice, the promise's decider deciding now (its
+            // future played again from here); after it, the future taken at the last choice.
+            let prior = taken.take().map(|t| Future { row: None, ..t });
+            let mut candidates: Vec<(Vec<Placement>, Then, Option<usize>)> = Vec::new();
+            if first {
+                if let Some(d) = promise.then.and_then(|then| Some((self.decision_of(&sim, then)?, then))) {
+                    candidates.push((d.0, d.1, None));
                 }
             }
-            let tried: Vec<(usize, (Vec<Placement>, bool))> =
-                rows.into_iter().map(|r| (r, round.placements_with(r))).collect();
-            let futures: Vec<(usize, SimResult)> = tried
-                .par_iter()
-                .filter_map(|(r, (now, hold))| {
-                    train::play_out_placed(&sim, now, *hold, &self.base).ok().map(|res| (*r, res))
-                })
-                .collect();
-            // The rules' futures (played once per decision) are needed only where the guard
-            // could change the choice.
-            let guard = if guard_is_moot(&futures) { None } else { *guard.get_or_insert_with(|| self.guard(&sim)) };
-            cheapest(&futures, guard.as_ref()).unwrap_or(own)
-        })
+            // The rows tried: the scorer's best, less a row whose idle twin is tried before it
+            // (the same score and future: it would lose the tie), and less a row whose whole
+            // decision is one already weighed (the same future).
+            let mut tried: Vec<usize> = Vec::new();
+            for r in train::lookahead_rows(round, &scores, self.config.top_k) {
+                if tried.iter().any(|&e| round.idle_twins(e, r)) {
+                    continue;
+                }
+                tried.push(r);
+                let (now, hold) = round.placements_with(r);
+                let d = self.row_decision(&sim, now, hold);
+                let weighed = |(other, then): (&Vec<Placement>, Then)| *other == d && then == Then::Scorer;
+                if !(candidates.iter().any(|c| weighed((&c.0, c.1)))
+                    || prior.as_ref().is_some_and(|t| weighed((&t.decision, t.then))))
+                {
+                    // Played on by the rule that ended first too: the scorer's continuation
+                    // alone ends late on some apps (docs/RL.md), whichever row is taken.
+                    if let Some(k) = promise.finisher {
+                        candidates.push((d.clone(), Then::Rule(k), Some(r)));
+                    }
+                    candidates.push((d, Then::Scorer, Some(r)));
+                }
+            }
+            // Side by side; a future that fails (a fault the simulator reports) is not taken.
+            let mut futures: Vec<Future> = prior.into_iter().collect();
+            let played: Vec<Future> =
+                candidates.into_par_iter().filter_map(|(d, then, row)| self.play(&sim, d, then, row)).collect();
+            futures.extend(played);
+            // The rules are played once an epoch: at its first choice (their futures are
+            // candidates there, so the plan's promise is never worse than the best rule's),
+            // else where the guard could change the choice.
+            if weight > 0.0 && promise.refs.is_none() && (promise.then.is_none() || !guard_is_moot(&futures)) {
+                let rules = self.rules_futures(&sim);
+                let best = train::Guard::best_of(rules.iter().map(|f| &f.end), weight);
+                promise.refs = Some(Refs { total_jct: best.jct * jobs as f64, makespan: best.makespan });
+                promise.finisher =
+                    rules.iter().min_by(|a, b| a.end.makespan_s.total_cmp(&b.end.makespan_s)).and_then(|f| {
+                        match f.then {
+                            Then::Rule(k) => Some(k),
+                            Then::Scorer => None,
+                        }
+                    });
+                if first {
+                    futures.extend(rules);
+                }
+            }
+            first = false;
+            let guard = promise.refs.filter(|_| weight > 0.0).map(|r| r.guard(weight, jobs));
+            let Some(best) = cheapest_index(futures.iter().map(|f| &f.end), guard.as_ref()) else {
+                // No future to weigh: the scorer's own row (nothing was taken before).
+                return Some(best_row(&scores));
+            };
+            let winner = futures.swap_remove(best);
+            let row = winner.row;
+            taken = Some(winner);
+            // A row goes on to the next choice; anything else is a whole decision, taken.
+            row
+        });
+        let decision = match taken {
+            Some(f) => {
+                promise.then = Some(f.then);
+                f.decision
+            }
+            // Never asked (each choice had one legal row): the promise's decider decides.
+            None => match promise.then.and_then(|then| self.decision_of(&sim, then)) {
+                Some(d) => d,
+                None => asked,
+            },
+        };
+        if let Ok(mut p) = self.promise.lock() {
+            *p = promise;
+        }
+        decision
     }
 }
 
@@ -189,7 +399,7 @@ mod tests {
     use dqngpu_model::{ClusterSpec, WorkloadClass};
 
     /// Futures with these (mean JCT, makespan), rows 0, 1, ... (a real result, reshaped).
-    fn futures(ends: &[(f64, f64)]) -> Vec<(usize, SimResult)> {
+    fn futures(ends: &[(f64, f64)]) -> Vec<Future> {
         let lib = dqngpu_model::library::resolve("thesis").unwrap();
         let set = dqngpu_sim::draw(&lib, WorkloadClass::GpuLight, 2, 1, dqngpu_sim::Arrivals::AllAtZero).unwrap();
         let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
@@ -198,8 +408,18 @@ mod tests {
         let r = dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, model, SimConfig::default()).unwrap();
         ends.iter()
             .enumerate()
-            .map(|(k, &(jct, mk))| (k, SimResult { mean_jct_s: jct, makespan_s: mk, ..r.clone() }))
+            .map(|(k, &(jct, mk))| Future {
+                decision: Vec::new(),
+                then: Then::Scorer,
+                end: SimResult { mean_jct_s: jct, makespan_s: mk, ..r.clone() },
+                row: Some(k),
+            })
             .collect()
+    }
+
+    /// [`cheapest_index`] over `futures`' ends.
+    fn cheapest(futures: &[Future], guard: Option<&train::Guard>) -> Option<usize> {
+        cheapest_index(futures.iter().map(|f| &f.end), guard)
     }
 
     #[test]
@@ -226,5 +446,39 @@ mod tests {
         // A lead within rounding is no lead (the tie goes to the first row).
         assert!(!guard_is_moot(&futures(&[(100.0, 600.0), (100.0 - 1e-12, 500.0)])));
         assert!(guard_is_moot(&futures(&[])));
+    }
+
+    #[test]
+    fn a_promise_lasts_while_the_jobs_are_known_and_the_clock_goes_on() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let profile = |name: &str| lib.apps.get(name).unwrap().clone();
+        let queued = |id, app: &str| dqngpu_model::QueuedJob {
+            id,
+            app: app.into(),
+            profile: profile(app),
+            submit_s: 0.0,
+            restarts: 0,
+            avoid_apps: Vec::new(),
+        };
+        let gpu = |running: Vec<dqngpu_model::RunningJob>| dqngpu_model::GpuState {
+            node: "n".into(),
+            index: 0,
+            spec: dqngpu_model::gpu::lookup("titanxp").unwrap(),
+            running,
+            measured: None,
+        };
+        let gpus = [gpu(Vec::new())];
+        let queue = [queued(1, "alexnet"), queued(2, "vgg16")];
+        let promise = Promise::begin(&ClusterView { now_s: 10.0, gpus: &gpus, queue: &queue });
+        // Later, job 1 running and job 2 waiting: the same epoch.
+        let started = dqngpu_model::RunningJob { id: 1, profile: profile("alexnet"), progress_s: 3.0, started_s: 10.0 };
+        let later = [gpu(vec![started])];
+        assert!(promise.covers(&ClusterView { now_s: 14.0, gpus: &later, queue: &queue[1..] }));
+        // An arrival, an earlier clock (another run), or a known id with another app: a new one.
+        let arrived = [queue[1].clone(), queued(3, "alexnet")];
+        assert!(!promise.covers(&ClusterView { now_s: 14.0, gpus: &later, queue: &arrived }));
+        assert!(!promise.covers(&ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue }));
+        let renamed = [queued(1, "vgg16")];
+        assert!(!promise.covers(&ClusterView { now_s: 14.0, gpus: &gpus, queue: &renamed }));
     }
 }
