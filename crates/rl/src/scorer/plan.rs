@@ -311,34 +311,41 @@ impl Policy for PlanPolicy {
             // a cheaper future: at the first choice, the promise's decider deciding now (its
             // future played again from here); after it, the future taken at the last choice.
             let prior = taken.take().map(|t| Future { row: None, ..t });
-            let mut candidates: Vec<(Vec<Placement>, Then, Option<usize>)> = Vec::new();
-            if first {
-                if let Some(d) = promise.then.and_then(|then| Some((self.decision_of(&sim, then)?, then))) {
-                    candidates.push((d.0, d.1, None));
-                }
-            }
             // The rows tried: the scorer's best, less a row whose idle twin is tried before it
             // (the same score and future: it would lose the tie), and less a row whose whole
             // decision is one already weighed (the same future).
-            let mut tried: Vec<usize> = Vec::new();
+            let mut tried: Vec<(usize, (Vec<Placement>, bool))> = Vec::new();
             for r in train::lookahead_rows(round, &scores, self.config.top_k) {
-                if tried.iter().any(|&e| round.idle_twins(e, r)) {
+                if !tried.iter().any(|&(e, _)| round.idle_twins(e, r)) {
+                    tried.push((r, round.placements_with(r)));
+                }
+            }
+            // Their whole decisions, and at the first choice the promise's decider's, side by
+            // side (each asks its decider on its own copy).
+            let promised = if first { promise.then } else { None };
+            let (promised, decisions) = rayon::join(
+                || promised.and_then(|then| Some((self.decision_of(&sim, then)?, then, None))),
+                || -> Vec<(usize, Vec<Placement>)> {
+                    tried.into_par_iter().map(|(r, (now, hold))| (r, self.row_decision(&sim, now, hold))).collect()
+                },
+            );
+            let mut candidates: Vec<(Vec<Placement>, Then, Option<usize>)> = promised.into_iter().collect();
+            for (r, d) in decisions {
+                let weighed = |candidates: &[(Vec<Placement>, Then, Option<usize>)], then: Then| {
+                    candidates.iter().any(|c| c.0 == d && c.1 == then)
+                        || prior.as_ref().is_some_and(|t| t.decision == d && t.then == then)
+                };
+                // A decision already weighed with the scorer deciding the rest is the future
+                // the plan holds (or a row before it): not played again.
+                if weighed(&candidates, Then::Scorer) {
                     continue;
                 }
-                tried.push(r);
-                let (now, hold) = round.placements_with(r);
-                let d = self.row_decision(&sim, now, hold);
-                let weighed = |(other, then): (&Vec<Placement>, Then)| *other == d && then == Then::Scorer;
-                if !(candidates.iter().any(|c| weighed((&c.0, c.1)))
-                    || prior.as_ref().is_some_and(|t| weighed((&t.decision, t.then))))
-                {
-                    // Played on by the rule that ended first too: the scorer's continuation
-                    // alone ends late on some apps (docs/RL.md), whichever row is taken.
-                    if let Some(k) = promise.finisher {
-                        candidates.push((d.clone(), Then::Rule(k), Some(r)));
-                    }
-                    candidates.push((d, Then::Scorer, Some(r)));
+                // Played on by the rule that ended first too: the scorer's continuation
+                // alone ends late on some apps (docs/RL.md), whichever row is taken.
+                if let Some(k) = promise.finisher.filter(|&k| !weighed(&candidates, Then::Rule(k))) {
+                    candidates.push((d.clone(), Then::Rule(k), Some(r)));
                 }
+                candidates.push((d, Then::Scorer, Some(r)));
             }
             // Side by side; a future that fails (a fault the simulator reports) is not taken.
             let mut futures: Vec<Future> = prior.into_iter().collect();
