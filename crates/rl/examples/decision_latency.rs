@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p dqngpu-rl --example decision_latency -- MODEL [GPUS] [JOBS] [RATE] [SETS]
 //! ```
+//! `SCHEDULER=dqngpu-plan` times the plan (`PLAN_ROWS=N`: its rows per choice).
 //! Defaults: `4xtitanxp:2`, 30 thesis jobs, all at t = 0 (RATE `0`; else Poisson jobs per s),
 //! 10 job sets per class, seeds 900000 + 100 x class + i (never training seeds).
 
@@ -41,9 +42,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cluster = ClusterSpec::parse_gpus(&gpus)?;
     let interference: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention")?);
-    // SCHEDULER=dqngpu-plan times the scorer with search at decision time.
+    // SCHEDULER=dqngpu-plan times the scorer with search at decision time; PLAN_ROWS=N sets
+    // its rows per choice (as `--plan-rows`).
     let scheduler = std::env::var("SCHEDULER").unwrap_or_else(|_| "dqngpu".into());
-    let policy = dqngpu_rl::policy_by_name(&scheduler, Some(Path::new(model)), 0)?;
+    let plan = match std::env::var("PLAN_ROWS") {
+        Ok(rows) => Some(dqngpu_rl::scorer::plan::PlanConfig::new(
+            rows.parse()?,
+            dqngpu_rl::scorer::plan::PlanConfig::default().makespan_guard,
+        )?),
+        Err(_) => None,
+    };
+    let name: dqngpu_rl::SchedulerName = scheduler.parse()?;
+    let policy = name.resolve_planned(Some(Path::new(model)), 0, &Default::default(), plan)?;
     let timed = Timed::new(policy.as_ref());
     for (c, class) in WorkloadClass::ALL.into_iter().enumerate() {
         for i in 0..sets {

@@ -98,24 +98,6 @@ fn cheapest_index<'a>(ends: impl IntoIterator<Item = &'a SimResult>, guard: Opti
     best.map(|b| b.1)
 }
 
-/// True when the guard cannot change which future [`cheapest`] takes, so the rules need not
-/// be played for it. Its charge grows with makespan (against the same references for every
-/// future), so it is moot where every future ends at the same time, or where one future has
-/// a mean JCT clearly (a millionth) below every other's and ends no later than any: it is
-/// charged no more than they are. (Unless a charge passes a thousand times the mean JCT,
-/// beyond any makespan a run reaches under the guard's weights.)
-fn guard_is_moot(futures: &[Future]) -> bool {
-    if futures.windows(2).all(|w| w[0].end.makespan_s == w[1].end.makespan_s) {
-        return true;
-    }
-    futures.iter().enumerate().any(|(r, f)| {
-        futures.iter().enumerate().all(|(o, g)| {
-            let (f, g) = (&f.end, &g.end);
-            o == r || (g.makespan_s >= f.makespan_s && f.mean_jct_s < g.mean_jct_s - 1e-6 * g.mean_jct_s.abs())
-        })
-    })
-}
-
 /// Who decides after a future's first decision: the scorer, or one of the rules
 /// ([`dqngpu_policy::RIVALS`], by index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -352,10 +334,9 @@ impl Policy for PlanPolicy {
             let played: Vec<Future> =
                 candidates.into_par_iter().filter_map(|(d, then, row)| self.play(&sim, d, then, row)).collect();
             futures.extend(played);
-            // The rules are played once an epoch: at its first choice (their futures are
-            // candidates there, so the plan's promise is never worse than the best rule's),
-            // else where the guard could change the choice.
-            if weight > 0.0 && promise.refs.is_none() && (promise.then.is_none() || !guard_is_moot(&futures)) {
+            // The rules are played once an epoch, at its first choice: their futures are
+            // candidates there, so the plan's promise is never worse than the best rule's.
+            if weight > 0.0 && promise.refs.is_none() {
                 let rules = self.rules_futures(&sim);
                 let best = train::Guard::best_of(rules.iter().map(|f| &f.end), weight);
                 promise.refs = Some(Refs { total_jct: best.jct * jobs as f64, makespan: best.makespan });
@@ -440,19 +421,6 @@ mod tests {
         let guard = train::Guard { jct: 100.0, makespan: 500.0, weight: 1.0 };
         assert_eq!(cheapest(&f, None), Some(1));
         assert_eq!(cheapest(&f, Some(&guard)), Some(0));
-    }
-
-    #[test]
-    fn the_guard_is_moot_only_where_it_cannot_change_the_choice() {
-        // Every future ends at once: each is charged the same.
-        assert!(guard_is_moot(&futures(&[(100.0, 500.0), (90.0, 500.0)])));
-        // The lowest JCT also ends first: it is charged least.
-        assert!(guard_is_moot(&futures(&[(100.0, 600.0), (90.0, 500.0), (95.0, 550.0)])));
-        // The lowest JCT ends last: the guard may undo its lead (as in the test above).
-        assert!(!guard_is_moot(&futures(&[(100.0, 500.0), (99.0, 600.0)])));
-        // A lead within rounding is no lead (the tie goes to the first row).
-        assert!(!guard_is_moot(&futures(&[(100.0, 600.0), (100.0 - 1e-12, 500.0)])));
-        assert!(guard_is_moot(&futures(&[])));
     }
 
     #[test]
