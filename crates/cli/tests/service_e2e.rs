@@ -35,9 +35,16 @@ impl Drop for Server {
 }
 
 fn serve(data: &Path, port: u16, scheduler: &str) -> Server {
+    serve_with(data, port, scheduler, &[])
+}
+
+/// [`serve`] with more flags (a model, ...).
+fn serve_with(data: &Path, port: u16, scheduler: &str, extra: &[&std::ffi::OsStr]) -> Server {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
     let child = Command::new(BIN)
-        .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--scheduler", scheduler, "--listen"])
+        .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--scheduler", scheduler])
+        .args(extra)
+        .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")
         .arg(data)
@@ -134,6 +141,50 @@ fn twenty_jobs_run_on_the_gpus_the_service_reports() {
     }
     assert_eq!(most_together, 2, "the jobs should have shared GPUs (two fit)");
     assert_eq!(intervals.len(), 2, "both GPUs should have been used");
+}
+
+/// `dqngpu-plan` in the service (an untrained scorer from `train --iterations 0`): one
+/// instance for the service's life, its promise carried from decision to decision, and each
+/// wave of arrivals beginning a new epoch. Real jobs in two waves all succeed, and the jobs
+/// sharing a GPU never hold more memory than it has.
+#[test]
+fn the_plan_places_real_jobs_arriving_in_waves() {
+    let dir = test_dir("plan");
+    let model = dir.join("m0.safetensors");
+    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = dir.join("data");
+    let server = serve_with(&data, free_port(), "dqngpu-plan", &["--model".as_ref(), model.as_os_str()]);
+    assert_eq!(get(&format!("{}/v1/cluster", server.url))["policy"], "dqngpu-plan");
+    // 4000 MiB each on 12288 MiB cards: three fit on a GPU together, four do not.
+    post(&format!("{}/v1/profiles", server.url), profile("wave", 4000.0, 30.0));
+    let submit = |i: usize| {
+        let out = Command::new(BIN)
+            .args(["submit", "--app", "wave", "--server", &server.url, "--idempotency-key", &format!("job-{i}")])
+            .args(["--", "sh", "-c", "sleep 0.3"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    (0..6).for_each(submit);
+    std::thread::sleep(Duration::from_millis(400));
+    (6..12).for_each(submit);
+    let jobs = wait_all_final(&server.url, 12);
+    let mut intervals: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in &jobs {
+        assert_eq!(j["state"], "succeeded", "{j}");
+        let d = get(&format!("{}/v1/jobs/{}", server.url, j["id"]));
+        for a in d["history"].as_array().unwrap() {
+            let (s, e) = (a["started_at"].as_f64().unwrap(), a["finished_at"].as_f64().unwrap());
+            intervals.entry(a["gpu"].as_u64().unwrap()).or_default().push((s, e));
+        }
+    }
+    for runs in intervals.values() {
+        for &(start, _) in runs {
+            let together = runs.iter().filter(|&&(s, e)| s <= start && start < e).count();
+            assert!(together as f64 * 4000.0 <= 12288.0, "{together} jobs of 4000 MiB shared a 12288 MiB GPU");
+        }
+    }
 }
 
 #[test]
