@@ -117,9 +117,9 @@ struct Future {
     row: Option<usize>,
 }
 
-/// The rules' lowest total JCT (mean x jobs) and makespan, played out from the moment they
-/// were first needed in a [`Promise`]'s epoch: the guard's references, fixed for the epoch, so
-/// that each decision's futures are charged as the epoch's first decision charged them.
+/// The rules' lowest total JCT (mean x jobs) and makespan, played out from the first choice of
+/// a [`Promise`]'s epoch: the guard's references, fixed for the epoch, so that each decision's
+/// futures are charged as the epoch's first decision charged them.
 #[derive(Debug, Clone, Copy)]
 struct Refs {
     total_jct: f64,
@@ -144,7 +144,7 @@ struct Promise {
     jobs: HashMap<JobId, String>,
     /// The clock at the last decision.
     now_s: f64,
-    /// The guard's references, once needed in this epoch.
+    /// The guard's references, from the epoch's first choice.
     refs: Option<Refs>,
     /// What decides after the future taken last; `None` before the first choice.
     then: Option<Then>,
@@ -275,7 +275,9 @@ impl Policy for PlanPolicy {
         let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
         };
-        let mut promise = self.promise.lock().map(|p| p.clone()).unwrap_or_default();
+        // Taken out for the decision and put back after it (a concurrent caller meanwhile finds
+        // none, and begins an epoch of its own).
+        let mut promise = self.promise.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
         if !promise.covers(view) {
             promise = Promise::begin(view);
         }
