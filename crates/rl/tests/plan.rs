@@ -135,6 +135,44 @@ fn the_plan_costs_no_more_than_the_cheapest_rule_where_nothing_arrives() {
     }
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+    /// The same, over random job sets of three libraries (the thesis's, Lucid's on an RTX
+    /// 3090, a generated one), clusters of one or two GPUs (every job known at t = 0), rows
+    /// per choice and guard weights: the promise holds wherever nothing arrives.
+    #[test]
+    fn the_promise_holds_on_random_job_sets(
+        class in 0usize..5,
+        seed in 0u64..10_000,
+        jobs in 4usize..14,
+        gpus in 1usize..3,
+        rows in 1usize..5,
+        weight in proptest::sample::select(vec![0.5, 2.0, 100.0]),
+        scorer_seed in 0u64..4,
+        (library, model) in proptest::sample::select(vec![("thesis", "titanxp"), ("lucid", "rtx3090"), ("generated:1001", "titanxp")]),
+    ) {
+        let lib = dqngpu_model::library::resolve(library).unwrap();
+        let cluster = ClusterSpec::parse_gpus(&format!("{model}:{gpus}")).unwrap();
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], jobs, seed, Arrivals::AllAtZero).unwrap();
+        let rules: Vec<dqngpu_sim::SimResult> = dqngpu_policy::RIVALS
+            .iter()
+            .map(|name| {
+                let rule = dqngpu_policy::by_name_under(name, 1, Some(contention())).unwrap();
+                dqngpu_sim::run(rule.as_ref(), &cluster, &lib, &set, contention(), SimConfig::default()).unwrap()
+            })
+            .collect();
+        let best_jct = rules.iter().map(|r| r.mean_jct_s).fold(f64::INFINITY, f64::min);
+        let best_makespan = rules.iter().map(|r| r.makespan_s).fold(f64::INFINITY, f64::min);
+        let base = ScorerPolicy::untrained(&[32, 16], scorer_seed).unwrap();
+        let plan = PlanPolicy::new(base, PlanConfig::new(rows, weight).unwrap());
+        let p = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+        proptest::prop_assert!(p.completed);
+        let cheapest = rules.iter().map(|r| cost(r, best_jct, best_makespan, weight)).fold(f64::INFINITY, f64::min);
+        let own = cost(&p, best_jct, best_makespan, weight);
+        proptest::prop_assert!(own <= cheapest * (1.0 + 1e-9), "plan {own}, cheapest rule {cheapest}");
+    }
+}
+
 /// A plan asked again from an earlier clock (another run) starts afresh: its second run of a
 /// job set is its first run's, and a clone's.
 #[test]
