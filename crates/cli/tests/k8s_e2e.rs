@@ -35,6 +35,25 @@ fn post(url: &str, body: &str) -> (u16, Value) {
 
 #[test]
 fn extender_against_a_stand_in_apiserver() {
+    extender_places_a_pod(&[]);
+}
+
+/// The same with `dqngpu-plan` deciding (an untrained scorer from `train --iterations 0`):
+/// the plan's promise begins an epoch for each node's view, and the pod lands where memory
+/// lets it.
+#[test]
+fn the_plan_as_the_extenders_policy() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("k8s-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("m0.safetensors");
+    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    extender_places_a_pod(&["--scheduler".as_ref(), "dqngpu-plan".as_ref(), "--model".as_ref(), model.as_os_str()]);
+}
+
+/// `dqngpu k8s extender` with `extra` flags against a stand-in apiserver: filter, prioritize,
+/// bind as kube-scheduler sends them, and the pod bound to the GPU its memory leaves.
+fn extender_places_a_pod(extra: &[&std::ffi::OsStr]) {
     let api = StandIn::new(Some("e2e-token-123".into()));
     api.put_node(json!({"metadata": {"name": "gpu-a", "labels": {PRODUCT_LABEL: "Tesla-T4"}},
         "status": {"capacity": {GPUSHARE_COUNT: "2", GPUSHARE_MEM: "32"}}}));
@@ -74,6 +93,7 @@ fn extender_against_a_stand_in_apiserver() {
             "--kubeconfig",
         ])
         .arg(&kubeconfig)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
