@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use dqngpu_interference::Interference;
-use dqngpu_model::{ClusterSpec, WorkloadClass};
+use dqngpu_model::{AppLibrary, ClusterSpec, WorkloadClass};
 use dqngpu_rl::checkpoint::{CheckpointMeta, Encoding, FORMAT_VERSION};
 use dqngpu_rl::scorer::plan::{PlanConfig, PlanPolicy};
+use dqngpu_rl::scorer::train::Guard;
 use dqngpu_rl::scorer::{Caller, ScorerPolicy, ScorerSpec};
 use dqngpu_rl::SchedulerName;
 use dqngpu_sim::{Arrivals, SimConfig};
@@ -93,10 +94,27 @@ fn the_plan_is_a_scheduler_name_that_needs_a_scorer_checkpoint() {
     assert_eq!(p.name(), "dqngpu-plan");
 }
 
-/// The cost the plan weighs, over a whole run: mean JCT, plus `weight` x the best rule's mean
-/// JCT x the share of makespan past 1.01 x the best rule's (`train::Guard`).
-fn cost(r: &dqngpu_sim::SimResult, best_jct: f64, best_makespan: f64, weight: f64) -> f64 {
-    r.mean_jct_s + weight * best_jct * (r.makespan_s / best_makespan - 1.01).max(0.0)
+/// The cost the plan weighs, over a whole run (`train::Guard`: mean JCT, plus `weight` x the
+/// best rule's mean JCT x the share of makespan past 1.01 x the best rule's), of `plan`'s run
+/// of `set` and of the cheapest rule's, with the plan's run.
+fn plan_and_cheapest_rule(
+    lib: &AppLibrary,
+    cluster: &ClusterSpec,
+    set: &dqngpu_model::JobSet,
+    plan: &PlanPolicy,
+    weight: f64,
+) -> (f64, f64, dqngpu_sim::SimResult) {
+    let run = |p: &dyn dqngpu_model::Policy| {
+        dqngpu_sim::run(p, cluster, lib, set, contention(), SimConfig::default()).unwrap()
+    };
+    let rules: Vec<dqngpu_sim::SimResult> = dqngpu_policy::RIVALS
+        .iter()
+        .map(|name| run(dqngpu_policy::by_name_under(name, 1, Some(contention())).unwrap().as_ref()))
+        .collect();
+    let guard = Guard::best_of(&rules, weight);
+    let cost = |r: &dqngpu_sim::SimResult| r.mean_jct_s + guard.penalty(r.makespan_s);
+    let p = run(plan);
+    (cost(&p), rules.iter().map(cost).fold(f64::INFINITY, f64::min), p)
 }
 
 /// The plan keeps its promise: where every job is known at the start and nothing arrives, the
@@ -111,21 +129,10 @@ fn the_plan_costs_no_more_than_the_cheapest_rule_where_nothing_arrives() {
         [(WorkloadClass::GpuLight, 1000), (WorkloadClass::MemLight, 1001), (WorkloadClass::Random, 1002)]
     {
         let set = dqngpu_sim::draw(&lib, class, 14, seed, Arrivals::AllAtZero).unwrap();
-        let rules: Vec<dqngpu_sim::SimResult> = dqngpu_policy::RIVALS
-            .iter()
-            .map(|name| {
-                let rule = dqngpu_policy::by_name_under(name, 1, Some(contention())).unwrap();
-                dqngpu_sim::run(rule.as_ref(), &cluster, &lib, &set, contention(), SimConfig::default()).unwrap()
-            })
-            .collect();
-        let best_jct = rules.iter().map(|r| r.mean_jct_s).fold(f64::INFINITY, f64::min);
-        let best_makespan = rules.iter().map(|r| r.makespan_s).fold(f64::INFINITY, f64::min);
         for weight in [1.0, 100.0] {
-            let base = ScorerPolicy::untrained(&[32, 16], 3).unwrap();
-            let plan = PlanPolicy::new(base, PlanConfig::new(2, weight).unwrap());
-            let p = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
-            let cheapest = rules.iter().map(|r| cost(r, best_jct, best_makespan, weight)).fold(f64::INFINITY, f64::min);
-            let own = cost(&p, best_jct, best_makespan, weight);
+            let plan =
+                PlanPolicy::new(ScorerPolicy::untrained(&[32, 16], 3).unwrap(), PlanConfig::new(2, weight).unwrap());
+            let (own, cheapest, p) = plan_and_cheapest_rule(&lib, &cluster, &set, &plan, weight);
             eprintln!(
                 "{class:?} weight {weight}: plan {own:.2} ({:.1} / {:.1}), cheapest rule {cheapest:.2}",
                 p.mean_jct_s, p.makespan_s
@@ -154,21 +161,9 @@ proptest::proptest! {
         let lib = dqngpu_model::library::resolve(library).unwrap();
         let cluster = ClusterSpec::parse_gpus(&format!("{model}:{gpus}")).unwrap();
         let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], jobs, seed, Arrivals::AllAtZero).unwrap();
-        let rules: Vec<dqngpu_sim::SimResult> = dqngpu_policy::RIVALS
-            .iter()
-            .map(|name| {
-                let rule = dqngpu_policy::by_name_under(name, 1, Some(contention())).unwrap();
-                dqngpu_sim::run(rule.as_ref(), &cluster, &lib, &set, contention(), SimConfig::default()).unwrap()
-            })
-            .collect();
-        let best_jct = rules.iter().map(|r| r.mean_jct_s).fold(f64::INFINITY, f64::min);
-        let best_makespan = rules.iter().map(|r| r.makespan_s).fold(f64::INFINITY, f64::min);
-        let base = ScorerPolicy::untrained(&[32, 16], scorer_seed).unwrap();
-        let plan = PlanPolicy::new(base, PlanConfig::new(rows, weight).unwrap());
-        let p = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+        let plan = PlanPolicy::new(ScorerPolicy::untrained(&[32, 16], scorer_seed).unwrap(), PlanConfig::new(rows, weight).unwrap());
+        let (own, cheapest, p) = plan_and_cheapest_rule(&lib, &cluster, &set, &plan, weight);
         proptest::prop_assert!(p.completed);
-        let cheapest = rules.iter().map(|r| cost(r, best_jct, best_makespan, weight)).fold(f64::INFINITY, f64::min);
-        let own = cost(&p, best_jct, best_makespan, weight);
         proptest::prop_assert!(own <= cheapest * (1.0 + 1e-9), "plan {own}, cheapest rule {cheapest}");
     }
 }

@@ -252,13 +252,7 @@ impl PlanPolicy {
     fn rules_futures(&self, sim: &Simulator) -> Vec<Future> {
         (0..dqngpu_policy::RIVALS.len())
             .into_par_iter()
-            .filter_map(|i| {
-                let rule = self.rule(i)?;
-                let view = sim.view();
-                let decision = self.admitted(&view, rule.decide(&view));
-                let end = train::play_out_placed(sim, &decision, true, rule.as_ref()).ok()?;
-                Some(Future { decision, then: Then::Rule(i), end, row: None })
-            })
+            .filter_map(|i| self.play(sim, self.decision_of(sim, Then::Rule(i))?, Then::Rule(i), None))
             .collect()
     }
 }
