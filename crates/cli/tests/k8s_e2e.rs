@@ -2,6 +2,8 @@
 //! at a stand-in apiserver on loopback (no real apiserver runs in this project's tests),
 //! answering kube-scheduler's filter, prioritize and bind as kube-scheduler sends them.
 
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,7 +12,7 @@ use serde_json::{json, Value};
 use dqngpu_k8s::devices::*;
 use dqngpu_k8s::standin::StandIn;
 
-const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+use common::BIN;
 
 struct Extender(Child);
 
@@ -35,7 +37,7 @@ fn post(url: &str, body: &str) -> (u16, Value) {
 
 #[test]
 fn extender_against_a_stand_in_apiserver() {
-    extender_places_a_pod(&[]);
+    extender_places_a_pod("k8s-e2e", &[]);
 }
 
 /// The same with `dqngpu-plan` deciding (an untrained scorer from `train --iterations 0`):
@@ -43,17 +45,16 @@ fn extender_against_a_stand_in_apiserver() {
 /// lets it.
 #[test]
 fn the_plan_as_the_extenders_policy() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("k8s-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let model = dir.join("m0.safetensors");
-    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    extender_places_a_pod(&["--scheduler".as_ref(), "dqngpu-plan".as_ref(), "--model".as_ref(), model.as_os_str()]);
+    let model = common::untrained_model(&common::test_dir("k8s-plan-model"));
+    let extra = ["--scheduler".as_ref(), "dqngpu-plan".as_ref(), "--model".as_ref(), model.as_os_str()];
+    extender_places_a_pod("k8s-plan", &extra);
 }
 
 /// `dqngpu k8s extender` with `extra` flags against a stand-in apiserver: filter, prioritize,
-/// bind as kube-scheduler sends them, and the pod bound to the GPU its memory leaves.
-fn extender_places_a_pod(extra: &[&std::ffi::OsStr]) {
+/// bind as kube-scheduler sends them, and the pod bound to the GPU its memory leaves. Its
+/// kubeconfig and log go to a directory of its own (`name`): the tests of this file run at
+/// once in one process.
+fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
     let api = StandIn::new(Some("e2e-token-123".into()));
     api.put_node(json!({"metadata": {"name": "gpu-a", "labels": {PRODUCT_LABEL: "Tesla-T4"}},
         "status": {"capacity": {GPUSHARE_COUNT: "2", GPUSHARE_MEM: "32"}}}));
@@ -67,8 +68,7 @@ fn extender_places_a_pod(extra: &[&std::ffi::OsStr]) {
     api.put_pod(pod.clone());
     let server = api.start().unwrap();
 
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("k8s-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::test_dir(name);
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -153,4 +153,6 @@ fn extender_places_a_pod(extra: &[&std::ffi::OsStr]) {
     assert!(v["Error"].as_str().unwrap().contains("unknown pod ml/ghost"), "{v}");
     let m = ureq::get(&format!("{base}/metrics")).call().unwrap().into_string().unwrap();
     assert!(m.contains("dqngpu_k8s_binds_total 1"), "{m}");
+    // The policy chose the GPU itself (the extender's own fallback did not).
+    assert!(m.contains("dqngpu_k8s_policy_fallbacks_total 0"), "{m}");
 }

@@ -1,21 +1,19 @@
 //! End-to-end tests of `dqngpu serve` with the real binary on loopback, virtual GPUs, a real
 //! SQLite file and real child processes (issue 5 acceptance: end-to-end and crash tests).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::BIN;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
-
-/// A fresh directory under cargo's per-target temporary dir.
+/// A fresh directory for service test `name`.
 fn test_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("service-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::test_dir(&format!("service-{name}"))
 }
 
 fn free_port() -> u16 {
@@ -97,6 +95,34 @@ fn wait_all_final(url: &str, n: usize) -> Vec<Value> {
     panic!("jobs did not finish");
 }
 
+/// Submits job `i` of app `app` (idempotency key `job-I`) running `script` in `sh`.
+fn submit(url: &str, app: &str, i: usize, script: &str) {
+    let out = Command::new(BIN)
+        .args(["submit", "--app", app, "--server", url, "--idempotency-key", &format!("job-{i}")])
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Per GPU, the (start, finish) of every run of `jobs` there, from each job's history.
+fn runs_by_gpu(url: &str, jobs: &[Value]) -> BTreeMap<u64, Vec<(f64, f64)>> {
+    let mut runs: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for j in jobs {
+        for a in get(&format!("{url}/v1/jobs/{}", j["id"]))["history"].as_array().unwrap() {
+            let (s, e) = (a["started_at"].as_f64().unwrap(), a["finished_at"].as_f64().unwrap());
+            runs.entry(a["gpu"].as_u64().unwrap()).or_default().push((s, e));
+        }
+    }
+    runs
+}
+
+/// The most runs that were ever on one GPU at once (counted at each run's start).
+fn most_together(runs: &BTreeMap<u64, Vec<(f64, f64)>>) -> usize {
+    let at = |runs: &[(f64, f64)], t: f64| runs.iter().filter(|&&(s, e)| s <= t && t < e).count();
+    runs.values().flat_map(|r| r.iter().map(|&(start, _)| at(r, start))).max().unwrap_or(0)
+}
+
 #[test]
 fn twenty_jobs_run_on_the_gpus_the_service_reports() {
     let dir = test_dir("e2e");
@@ -105,42 +131,26 @@ fn twenty_jobs_run_on_the_gpus_the_service_reports() {
     // 5000 MiB each on 12288 MiB cards: two fit on a GPU together, three do not.
     post(&format!("{}/v1/profiles", server.url), profile("recorder", 5000.0, 20.0));
     for i in 0..20 {
-        let out = Command::new(BIN)
-            .args(["submit", "--app", "recorder", "--server", &server.url, "--idempotency-key", &format!("job-{i}")])
-            .args(["--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES > seen; sleep 0.4"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        submit(&server.url, "recorder", i, "echo $CUDA_VISIBLE_DEVICES > seen; sleep 0.4");
     }
     let jobs = wait_all_final(&server.url, 20);
     // The CLI lists the same jobs.
     let out = Command::new(BIN).args(["jobs", "--format", "json", "--server", &server.url]).output().unwrap();
     let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed.len(), 20);
-    let mut intervals: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for j in &jobs {
         let id = j["id"].as_u64().unwrap();
         assert_eq!(j["state"], "succeeded", "{j}");
         let gpu = j["gpu"].as_u64().unwrap();
         let seen = std::fs::read_to_string(data.join(format!("jobs/{id}/work/seen"))).unwrap();
         assert_eq!(seen.trim(), gpu.to_string(), "job {id} saw another GPU than reported");
-        let d = get(&format!("{}/v1/jobs/{id}", server.url));
-        for a in d["history"].as_array().unwrap() {
-            let (s, e) = (a["started_at"].as_f64().unwrap(), a["finished_at"].as_f64().unwrap());
-            intervals.entry(a["gpu"].as_u64().unwrap()).or_default().push((s, e));
-        }
     }
     // At no time do the profiles of the jobs sharing a GPU exceed its memory.
-    let mut most_together = 0;
-    for runs in intervals.values() {
-        for &(start, _) in runs {
-            let together = runs.iter().filter(|&&(s, e)| s <= start && start < e).count();
-            most_together = most_together.max(together);
-            assert!(together as f64 * 5000.0 <= 12288.0, "{together} jobs of 5000 MiB shared a 12288 MiB GPU");
-        }
-    }
-    assert_eq!(most_together, 2, "the jobs should have shared GPUs (two fit)");
-    assert_eq!(intervals.len(), 2, "both GPUs should have been used");
+    let runs = runs_by_gpu(&server.url, &jobs);
+    let together = most_together(&runs);
+    assert!(together as f64 * 5000.0 <= 12288.0, "{together} jobs of 5000 MiB shared a 12288 MiB GPU");
+    assert_eq!(together, 2, "the jobs should have shared GPUs (two fit)");
+    assert_eq!(runs.len(), 2, "both GPUs should have been used");
 }
 
 /// `dqngpu-plan` in the service (an untrained scorer from `train --iterations 0`): one
@@ -150,41 +160,21 @@ fn twenty_jobs_run_on_the_gpus_the_service_reports() {
 #[test]
 fn the_plan_places_real_jobs_arriving_in_waves() {
     let dir = test_dir("plan");
-    let model = dir.join("m0.safetensors");
-    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let model = common::untrained_model(&dir);
     let data = dir.join("data");
     let server = serve_with(&data, free_port(), "dqngpu-plan", &["--model".as_ref(), model.as_os_str()]);
     assert_eq!(get(&format!("{}/v1/cluster", server.url))["policy"], "dqngpu-plan");
     // 4000 MiB each on 12288 MiB cards: three fit on a GPU together, four do not.
     post(&format!("{}/v1/profiles", server.url), profile("wave", 4000.0, 30.0));
-    let submit = |i: usize| {
-        let out = Command::new(BIN)
-            .args(["submit", "--app", "wave", "--server", &server.url, "--idempotency-key", &format!("job-{i}")])
-            .args(["--", "sh", "-c", "sleep 0.3"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
-    (0..6).for_each(submit);
+    (0..6).for_each(|i| submit(&server.url, "wave", i, "sleep 0.3"));
     std::thread::sleep(Duration::from_millis(400));
-    (6..12).for_each(submit);
+    (6..12).for_each(|i| submit(&server.url, "wave", i, "sleep 0.3"));
     let jobs = wait_all_final(&server.url, 12);
-    let mut intervals: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     for j in &jobs {
         assert_eq!(j["state"], "succeeded", "{j}");
-        let d = get(&format!("{}/v1/jobs/{}", server.url, j["id"]));
-        for a in d["history"].as_array().unwrap() {
-            let (s, e) = (a["started_at"].as_f64().unwrap(), a["finished_at"].as_f64().unwrap());
-            intervals.entry(a["gpu"].as_u64().unwrap()).or_default().push((s, e));
-        }
     }
-    for runs in intervals.values() {
-        for &(start, _) in runs {
-            let together = runs.iter().filter(|&&(s, e)| s <= start && start < e).count();
-            assert!(together as f64 * 4000.0 <= 12288.0, "{together} jobs of 4000 MiB shared a 12288 MiB GPU");
-        }
-    }
+    let together = most_together(&runs_by_gpu(&server.url, &jobs));
+    assert!(together as f64 * 4000.0 <= 12288.0, "{together} jobs of 4000 MiB shared a 12288 MiB GPU");
 }
 
 #[test]

@@ -1,0 +1,24 @@
+//! Helpers shared by the CLI's end-to-end tests (each test file includes this module).
+#![allow(dead_code)] // each test file uses some of them
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
+
+/// A fresh directory `NAME-PID` under cargo's per-target temporary dir (the pid keeps runs of
+/// the same test binary apart; the name keeps tests in one binary apart).
+pub fn test_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// An untrained scorer checkpoint written by `dqngpu train --iterations 0` into `dir`.
+pub fn untrained_model(dir: &Path) -> PathBuf {
+    let model = dir.join("m0.safetensors");
+    let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    model
+}
