@@ -348,7 +348,7 @@ impl Policy for PlanPolicy {
                 }
             }
             first = false;
-            let guard = promise.refs.filter(|_| weight > 0.0).map(|r| r.guard(weight, jobs));
+            let guard = promise.refs.map(|r| r.guard(weight, jobs)); // refs are taken only with a weight
             let Some(best) = cheapest_index(futures.iter().map(|f| &f.end), guard.as_ref()) else {
                 // No future to weigh: the scorer's own row (nothing was taken before).
                 return Some(best_row(&scores));
