@@ -13,10 +13,11 @@
 # profiles and prints measured against simulated mean JCT and makespan).
 # Every command runs under `timeout`; the whole keeps to BUDGET_S (default 560 s), skipping a
 # scheduler when under 100 s are left. At the end OUT is also packed into OUT.tar.gz (the
-# device tool brings back a few files only). Timings on an H100 (2026-11-27): each profile run
+# device tool brings back a few files only). Timings: on an H100 (2026-11-27) each profile run
 # 19-38 s (Python, PyTorch and cuDNN start-up are 10-13 s of it), the exclusive (sjf) schedule
-# of the six jobs 179 s with the steps below doubled: budget about 8 minutes for profiles and
-# three schedulers.
+# of the six jobs 179 s with the steps below doubled; on an H200 (2026-11-28) with these steps,
+# profiles 92 s in all, dqngpu-plan and greedy 35-40 s each, sjf 130 s: about 5 minutes for
+# profiles and three schedulers, 3.5 more for each repeat that reuses the profiles.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +48,8 @@ steps_of() { for a in $APPS; do [ "${a%%:*}" = "$1" ] && echo "${a##*:}"; done; 
 log "real vs sim: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), out $OUT"
 for a in $APPS; do
     app=${a%%:*}
+    # A profile already in OUT/lib (a rerun with the same OUT) is kept.
+    [ -s "$OUT/lib/$app.json" ] && { log "profile $app: kept"; continue; }
     [ "$(left)" -lt 60 ] && { log "out of budget before profiling $app"; exit 1; }
     log "profile $app"
     timeout 90 "$DQN" profile run --app "$app" --kind ml --interval-ms 200 -o "$OUT/lib/$app.json" -- \

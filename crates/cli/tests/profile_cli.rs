@@ -397,3 +397,56 @@ fn simulate_table_shows_mean_jct_and_slowed_share() {
         100.0 * jobs.iter().filter(|j| j["exec_slowdown"].as_f64().unwrap() > 1.10).count() as f64 / jobs.len() as f64;
     assert_eq!(row[3], format!("{slowed:.1}%"));
 }
+
+/// The profiles `dqngpu profile run` recorded on an H200 (data/real-vs-sim-h200) load as a library,
+/// and the simulator starts the six jobs in the order the real service did under each rule: all
+/// six at once under greedy, one at a time under sjf.
+#[test]
+fn h200_profiles_simulate_the_schedules_measured_on_the_card() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/real-vs-sim-h200");
+    let (lib, jobs) = (root.join("lib"), root.join("jobs.csv"));
+    for sched in ["greedy", "sjf"] {
+        let measured: Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join("run1").join(format!("{sched}.json"))).unwrap())
+                .unwrap();
+        let mut real: Vec<(u64, f64)> = measured["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| (j["id"].as_u64().unwrap() - 1, j["started_at"].as_f64().unwrap()))
+            .collect();
+        let args = [
+            "simulate",
+            "--library",
+            lib.to_str().unwrap(),
+            "--jobs",
+            jobs.to_str().unwrap(),
+            "--gpus",
+            "h200:1",
+            "--interference",
+            "contention-h100",
+            "--scheduler",
+            sched,
+            "--format",
+            "json",
+        ];
+        let sim: Value = serde_json::from_str(&ok(&args)).unwrap();
+        let mut simulated: Vec<(u64, f64)> = sim["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| (j["id"].as_u64().unwrap(), j["start_s"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(simulated.len(), 6, "{sched}: {sim}");
+        // Order by start (ties by id), then compare which job started when relative to the first.
+        for v in [&mut real, &mut simulated] {
+            v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        }
+        let together = |v: &[(u64, f64)]| v.iter().all(|j| j.1 - v[0].1 < 1.0);
+        assert_eq!(together(&real), together(&simulated), "{sched}: measured {real:?}, simulated {simulated:?}");
+        if !together(&real) {
+            let order = |v: &[(u64, f64)]| v.iter().map(|j| j.0).collect::<Vec<_>>();
+            assert_eq!(order(&real), order(&simulated), "{sched}: start order measured vs simulated");
+        }
+    }
+}
