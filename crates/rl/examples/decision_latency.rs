@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release -p dqngpu-rl --example decision_latency -- MODEL [GPUS] [JOBS] [RATE] [SETS]
 //! ```
-//! `SCHEDULER=dqngpu-plan` times the plan (`PLAN_ROWS=N`: its rows per choice).
+//! `SCHEDULER=dqngpu-plan` times the plan (`PLAN_ROWS=N`: its rows per choice). `TOP=N` also
+//! lists the N slowest decisions at 0-5 waiting.
 //! Defaults: `4xtitanxp:2`, 30 thesis jobs, all at t = 0 (RATE `0`; else Poisson jobs per s),
 //! 10 job sets per class, seeds 900000 + 100 x class + i (never training seeds).
 
@@ -67,6 +68,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (lo, hi) in [(0, 5), (6, 15), (16, usize::MAX)] {
         let label = if hi == usize::MAX { format!("{lo}+ waiting:") } else { format!("{lo}-{hi} waiting:") };
         println!("{label:<14} {}", quantiles(times.iter().filter(|t| t.0 >= lo && t.0 <= hi).map(|t| t.1).collect()));
+    }
+    // TOP=N: the N slowest decisions at 0-5 waiting (to see what the tail is made of).
+    if let Some(n) = std::env::var("TOP").ok().and_then(|v| v.parse::<usize>().ok()) {
+        let mut few: Vec<(usize, f64)> = times.iter().filter(|t| t.0 <= 5).copied().collect();
+        few.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (w, s) in few.into_iter().take(n) {
+            println!("  {w} waiting  {:.3} ms", s * 1e3);
+        }
     }
     Ok(())
 }
