@@ -398,13 +398,43 @@ fn simulate_table_shows_mean_jct_and_slowed_share() {
     assert_eq!(row[3], format!("{slowed:.1}%"));
 }
 
+/// data/real-vs-sim-h200: six real jobs on an H200, with the profiles recorded for them.
+fn h200_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/real-vs-sim-h200")
+}
+
+/// `dqngpu simulate` of the H200 job set on its profiles, one H200, `sched` under `model`
+/// (JSON), with the jobs in id (submission) order.
+fn simulate_h200(sched: &str, model: &str) -> (Value, Vec<Value>) {
+    let root = h200_data();
+    let (lib, jobs) = (root.join("lib"), root.join("jobs.csv"));
+    let args = [
+        "simulate",
+        "--library",
+        lib.to_str().unwrap(),
+        "--jobs",
+        jobs.to_str().unwrap(),
+        "--gpus",
+        "h200:1",
+        "--interference",
+        model,
+        "--scheduler",
+        sched,
+        "--format",
+        "json",
+    ];
+    let sim: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let mut js: Vec<Value> = sim["jobs"].as_array().unwrap().clone();
+    js.sort_by_key(|j| j["id"].as_u64());
+    (sim, js)
+}
+
 /// The profiles `dqngpu profile run` recorded on an H200 (data/real-vs-sim-h200) load as a library,
 /// and the simulator starts the six jobs in the order the real service did under each rule: all
 /// six at once under greedy, one at a time under sjf.
 #[test]
 fn h200_profiles_simulate_the_schedules_measured_on_the_card() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/real-vs-sim-h200");
-    let (lib, jobs) = (root.join("lib"), root.join("jobs.csv"));
+    let root = h200_data();
     for sched in ["greedy", "sjf"] {
         let measured: Value =
             serde_json::from_str(&std::fs::read_to_string(root.join("run1").join(format!("{sched}.json"))).unwrap())
@@ -415,28 +445,9 @@ fn h200_profiles_simulate_the_schedules_measured_on_the_card() {
             .iter()
             .map(|j| (j["id"].as_u64().unwrap() - 1, j["started_at"].as_f64().unwrap()))
             .collect();
-        let args = [
-            "simulate",
-            "--library",
-            lib.to_str().unwrap(),
-            "--jobs",
-            jobs.to_str().unwrap(),
-            "--gpus",
-            "h200:1",
-            "--interference",
-            "contention-h100",
-            "--scheduler",
-            sched,
-            "--format",
-            "json",
-        ];
-        let sim: Value = serde_json::from_str(&ok(&args)).unwrap();
-        let mut simulated: Vec<(u64, f64)> = sim["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| (j["id"].as_u64().unwrap(), j["start_s"].as_f64().unwrap()))
-            .collect();
+        let (sim, js) = simulate_h200(sched, "contention-h100");
+        let mut simulated: Vec<(u64, f64)> =
+            js.iter().map(|j| (j["id"].as_u64().unwrap(), j["start_s"].as_f64().unwrap())).collect();
         assert_eq!(simulated.len(), 6, "{sched}: {sim}");
         // Order by start (ties by id), then compare which job started when relative to the first.
         for v in [&mut real, &mut simulated] {
@@ -449,4 +460,52 @@ fn h200_profiles_simulate_the_schedules_measured_on_the_card() {
             assert_eq!(order(&real), order(&simulated), "{sched}: start order measured vs simulated");
         }
     }
+}
+
+/// The H100 fit predicts the execution slowdowns of the six jobs sharing the H200 (measured:
+/// each job's run time in the six-way schedules over its run time alone under sjf, medians
+/// over the runs) closer than the Lucid fit and than no slowdown at all (docs/SERVICE.md).
+#[test]
+fn the_h100_fit_predicts_the_six_way_h200_group_best() {
+    let root = h200_data();
+    // Each job's run time (finish - start) by submission order, for each complete schedule.
+    let runs_of = |sched: &str| -> Vec<Vec<f64>> {
+        (1..=3)
+            .filter_map(|r| {
+                let text = std::fs::read_to_string(root.join(format!("run{r}/{sched}.json"))).ok()?;
+                let v: Value = serde_json::from_str(&text).unwrap();
+                let mut jobs: Vec<&Value> = v["jobs"].as_array().unwrap().iter().collect();
+                jobs.sort_by_key(|j| j["id"].as_u64());
+                jobs.iter().all(|j| j["state"] == "succeeded").then(|| {
+                    jobs.iter()
+                        .map(|j| j["finished_at"].as_f64().unwrap() - j["started_at"].as_f64().unwrap())
+                        .collect()
+                })
+            })
+            .collect()
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let solo = runs_of("sjf");
+    let shared: Vec<Vec<f64>> = [runs_of("greedy"), runs_of("dqngpu-plan")].concat();
+    assert!(solo.len() >= 2 && shared.len() >= 6, "{} sjf and {} shared runs", solo.len(), shared.len());
+    let measured: Vec<f64> = (0..6)
+        .map(|k| median(shared.iter().map(|r| r[k]).collect()) / median(solo.iter().map(|r| r[k]).collect()))
+        .collect();
+    let error = |model: &str| -> f64 {
+        let (sim, js) = simulate_h200("greedy", model);
+        // Greedy starts all six at once in the simulator, as it did on the card.
+        assert!(js.iter().all(|j| j["start_s"].as_f64() == Some(0.0)), "{model}: {sim}");
+        let predicted = js.iter().map(|j| j["exec_s"].as_f64().unwrap() / j["solo_s"].as_f64().unwrap());
+        predicted.zip(&measured).map(|(p, m)| (p - m).abs() / m).sum::<f64>() / 6.0
+    };
+    let (h100, lucid, none) = (error("contention-h100"), error("contention"), error("none"));
+    assert!(h100 < lucid && h100 < none, "mean |error|: H100 fit {h100:.3}, Lucid fit {lucid:.3}, none {none:.3}");
 }
