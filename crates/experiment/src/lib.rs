@@ -118,7 +118,7 @@ pub(crate) fn policy_for<'a>(
             agents::AgentPolicy::Scorer(s) => Ok(Box::new(s.clone().with_caller(caller))),
             agents::AgentPolicy::Fixed(p) => Ok(Box::new(Shared(p.as_ref()))),
         },
-        None => Ok(dqngpu_policy::by_name_under(name, seed, Some(setup.interference.clone()))?),
+        None => Ok(dqngpu_policy::by_name_within(name, seed, Some(setup.interference.clone()), caller.admission())?),
     }
 }
 

@@ -100,7 +100,13 @@ pub struct FilterOutcome {
 impl Engine {
     /// An engine over `cluster` deciding with `policy`.
     pub fn new(cluster: Arc<Cluster>, policy: Arc<dyn Policy>) -> Engine {
-        Engine { cluster, policy, fallback: BestFit, interference: Contention::default(), metrics: Metrics::default() }
+        Engine {
+            cluster,
+            policy,
+            fallback: BestFit::default(),
+            interference: Contention::default(),
+            metrics: Metrics::default(),
+        }
     }
 
     /// Reads what `pod` needs; an error says why its request is unusable.

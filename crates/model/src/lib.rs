@@ -29,7 +29,8 @@ pub use gpu::GpuSpec;
 pub use job::{JobId, JobSet, JobSpec, WorkloadClass};
 pub use library::AppLibrary;
 pub use policy::{
-    liveness_start, validate_decision, ClusterView, DecisionError, GpuState, Placement, Policy, QueuedJob, RunningJob,
+    liveness_start, validate_decision, Admission, ClusterView, DecisionError, GpuState, Placement, Policy, QueuedJob,
+    RunningJob,
 };
 pub use profile::{AppInfo, AppKind, AppProfile, ProfileSummary, RecordedOn, SuffixPeaks};
 pub use resources::{Resource, Resources};

@@ -131,6 +131,16 @@ pub trait Policy: Send + Sync {
     }
 }
 
+/// The caller's slowdown budget as a rule sees it: whether a group may start on a GPU beside
+/// its residents. The simulator and the service refuse any group their budget does not admit
+/// (`dqngpu_sim::budget`); a rule that knows the budget chooses among the groups it admits, as
+/// it chooses among those whose memory fits, instead of proposing one that is then dropped.
+pub trait Admission: Send + Sync + std::fmt::Debug {
+    /// True when the waiting jobs `jobs` of `view` (by id) may start together on GPU `gpu`,
+    /// beside the jobs running there.
+    fn admits(&self, view: &ClusterView<'_>, gpu: usize, jobs: &[JobId]) -> bool;
+}
+
 /// A decision the caller must refuse.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DecisionError {

@@ -7,7 +7,7 @@
 
 use std::cmp::Ordering;
 
-use dqngpu_model::{AppProfile, ClusterView, GpuState, Placement, QueuedJob, Resources};
+use dqngpu_model::{Admission, AppProfile, ClusterView, GpuState, JobId, Placement, QueuedJob, Resources};
 
 /// The job's peak demand over its whole profile (a waiting job starts from the beginning).
 pub fn job_peak(job: &QueuedJob) -> Resources {
@@ -46,25 +46,44 @@ pub fn shortest_first(a: &QueuedJob, b: &QueuedJob) -> Ordering {
     a.profile.solo_s().total_cmp(&b.profile.solo_s()).then(a.submit_s.total_cmp(&b.submit_s)).then(a.id.cmp(&b.id))
 }
 
+/// True when the caller's budget (`admission`; none: no budget) lets `job` start on GPU `g` of
+/// `view` beside the jobs running there and `chosen` (those placed there in this decision).
+/// A job alone on an idle GPU is always admitted (nothing slows it).
+pub fn admits(
+    admission: Option<&dyn Admission>,
+    view: &ClusterView<'_>,
+    g: usize,
+    chosen: &[&QueuedJob],
+    job: &QueuedJob,
+) -> bool {
+    let Some(a) = admission else { return true };
+    if chosen.is_empty() && view.gpus.get(g).is_some_and(|gpu| gpu.running.is_empty()) {
+        return true;
+    }
+    let ids: Vec<JobId> = chosen.iter().map(|j| j.id).chain(std::iter::once(job.id)).collect();
+    a.admits(view, g, &ids)
+}
+
 /// GPU-memory best fit over `jobs` in the order given: each goes to the GPU with the least
-/// free memory (capacity minus committed peaks) that still holds its peak memory and has no
-/// app it must avoid; a job that fits nowhere waits. Groups the result by GPU.
-pub fn best_fit_memory<'q>(view: &ClusterView<'q>, jobs: impl IntoIterator<Item = &'q QueuedJob>) -> Vec<Placement> {
+/// free memory (capacity minus committed peaks) that still holds its peak memory, has no app
+/// it must avoid and, under a budget, admits it; a job that fits nowhere waits. Groups the
+/// result by GPU.
+pub fn best_fit_memory<'q>(
+    view: &ClusterView<'q>,
+    jobs: impl IntoIterator<Item = &'q QueuedJob>,
+    admission: Option<&dyn Admission>,
+) -> Vec<Placement> {
     let mut load: Vec<_> = view.gpus.iter().map(committed).collect();
     let mut chosen: Vec<Vec<&QueuedJob>> = vec![Vec::new(); view.gpus.len()];
     for job in jobs {
         let peak = job_peak(job);
-        let best = view
-            .gpus
-            .iter()
-            .enumerate()
-            .filter(|(g, gpu)| fits_memory(&load[*g], &peak, gpu) && compatible(job, gpu, &chosen[*g]))
-            .min_by(|(a, ga), (b, gb)| {
-                let fa = ga.spec.memory_mib - load[*a].gpu_mem_mib;
-                let fb = gb.spec.memory_mib - load[*b].gpu_mem_mib;
-                fa.total_cmp(&fb).then(a.cmp(b))
-            })
-            .map(|(g, _)| g);
+        let mut fitting: Vec<usize> = (0..view.gpus.len())
+            .filter(|&g| fits_memory(&load[g], &peak, &view.gpus[g]) && compatible(job, &view.gpus[g], &chosen[g]))
+            .collect();
+        let free = |g: usize| view.gpus[g].spec.memory_mib - load[g].gpu_mem_mib;
+        fitting.sort_by(|&a, &b| free(a).total_cmp(&free(b)).then(a.cmp(&b)));
+        // The tightest fit the budget admits (checked in that order, so only as far as needed).
+        let best = fitting.into_iter().find(|&g| admits(admission, view, g, &chosen[g], job));
         if let Some(g) = best {
             load[g] = load[g].add(&peak);
             chosen[g].push(job);

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use dqngpu_interference::{Contention, ContentionParams, Interference, JobLoad};
-use dqngpu_model::{AppProfile, ClusterView, GpuSpec, Placement, Policy, QueuedJob};
+use dqngpu_model::{Admission, AppProfile, ClusterView, GpuSpec, Placement, Policy, QueuedJob};
 
 use crate::fit;
 
@@ -33,6 +33,8 @@ pub const POINTS: usize = 8;
 #[derive(Debug, Clone)]
 pub struct Greedy {
     model: Arc<dyn Interference>,
+    /// The caller's slowdown budget, when it set one: pairs it refuses are not chosen.
+    admission: Option<Arc<dyn Admission>>,
 }
 
 impl Default for Greedy {
@@ -44,12 +46,17 @@ impl Default for Greedy {
 impl Greedy {
     /// Greedy under the contention model with these parameters.
     pub fn new(params: ContentionParams) -> Self {
-        Greedy { model: Arc::new(Contention::new(params)) }
+        Greedy { model: Arc::new(Contention::new(params)), admission: None }
     }
 
     /// Greedy predicting with `model` (the one the caller steps GPUs with).
     pub fn with_model(model: Arc<dyn Interference>) -> Self {
-        Greedy { model }
+        Greedy { model, admission: None }
+    }
+
+    /// This greedy choosing only among the pairs `admission` (the caller's budget) admits.
+    pub fn within(self, admission: Option<Arc<dyn Admission>>) -> Self {
+        Greedy { admission, ..self }
     }
 }
 
@@ -129,8 +136,8 @@ impl Policy for Greedy {
         let mut taken = vec![false; view.queue.len()];
         let peaks: Vec<_> = view.queue.iter().map(fit::job_peak).collect();
         loop {
-            // (gain, job index, gpu)
-            let mut best: Option<(f64, usize, usize)> = None;
+            // (gain, job index, gpu) of every pair whose memory fits, in scan order.
+            let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
             for (i, job) in view.queue.iter().enumerate() {
                 if taken[i] {
                     continue;
@@ -139,19 +146,35 @@ impl Policy for Greedy {
                     if !fit::fits_memory(&load[g], &peaks[i], gpu) || !fit::compatible(job, gpu, &chosen[g]) {
                         continue;
                     }
-                    let gain = self.gain(&gpu.spec, &members[g], &job.profile);
-                    let better = match best {
-                        None => true,
-                        Some((b, bi, _)) => {
-                            gain > b + 1e-9 || (gain > b - 1e-9 && fit::shortest_first(job, &view.queue[bi]).is_lt())
-                        }
-                    };
-                    if better {
-                        best = Some((gain, i, g));
-                    }
+                    pairs.push((self.gain(&gpu.spec, &members[g], &job.profile), i, g));
                 }
             }
-            let Some((_, i, g)) = best.filter(|b| b.0 > 1e-9) else { break };
+            // The best pair; under a budget, the best it admits (a refused one is set aside
+            // and the scan repeated, so only as many are checked as it takes).
+            let mut refused = vec![false; pairs.len()];
+            let chosen_pair = loop {
+                let mut best: Option<(f64, usize)> = None;
+                for (k, &(gain, i, _)) in pairs.iter().enumerate() {
+                    let better = match best {
+                        None => true,
+                        Some((b, bk)) => {
+                            let bi = pairs[bk].1;
+                            gain > b + 1e-9
+                                || (gain > b - 1e-9 && fit::shortest_first(&view.queue[i], &view.queue[bi]).is_lt())
+                        }
+                    };
+                    if !refused[k] && better {
+                        best = Some((gain, k));
+                    }
+                }
+                let Some((gain, k)) = best else { break None };
+                let (_, i, g) = pairs[k];
+                if gain <= 1e-9 || fit::admits(self.admission.as_deref(), view, g, &chosen[g], &view.queue[i]) {
+                    break Some((gain, i, g));
+                }
+                refused[k] = true;
+            };
+            let Some((_, i, g)) = chosen_pair.filter(|b| b.0 > 1e-9) else { break };
             let job = &view.queue[i];
             taken[i] = true;
             load[g] = load[g].add(&peaks[i]);

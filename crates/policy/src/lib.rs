@@ -31,7 +31,7 @@ pub mod tetris;
 use std::sync::Arc;
 
 use dqngpu_interference::Interference;
-use dqngpu_model::{ModelError, Policy};
+use dqngpu_model::{Admission, ModelError, Policy};
 
 pub use bestfit::BestFit;
 pub use exclusive::{Exclusive, Order};
@@ -61,14 +61,28 @@ pub fn by_name_under(
     seed: u64,
     model: Option<Arc<dyn Interference>>,
 ) -> Result<Box<dyn Policy>, ModelError> {
+    by_name_within(name, seed, model, None)
+}
+
+/// [`by_name_under`] for a caller with a slowdown budget (`admission`): the packing rules
+/// (`tetris`, `bestfit`, `sjf-bestfit`, `lucid`, `greedy`) choose only among the groups it
+/// admits, as they choose only among those whose memory fits, rather than propose one the
+/// caller then drops. `fifo` and `sjf` start jobs alone on idle GPUs, which a budget always
+/// admits; `random` stays as it is (a reference point, not a rival).
+pub fn by_name_within(
+    name: &str,
+    seed: u64,
+    model: Option<Arc<dyn Interference>>,
+    admission: Option<Arc<dyn Admission>>,
+) -> Result<Box<dyn Policy>, ModelError> {
     Ok(match name.trim().to_ascii_lowercase().as_str() {
         "fifo" => Box::new(Exclusive::new(Order::Arrival)),
         "sjf" => Box::new(Exclusive::new(Order::ShortestFirst)),
-        "tetris" => Box::new(Tetris::default()),
-        "bestfit" | "best-fit" => Box::new(BestFit),
-        "sjf-bestfit" | "sjf-best-fit" => Box::new(SjfBestFit),
-        "lucid" => Box::new(Lucid),
-        "greedy" => Box::new(model.map_or_else(Greedy::default, Greedy::with_model)),
+        "tetris" => Box::new(Tetris::default().within(admission)),
+        "bestfit" | "best-fit" => Box::new(BestFit::within(admission)),
+        "sjf-bestfit" | "sjf-best-fit" => Box::new(SjfBestFit::within(admission)),
+        "lucid" => Box::new(Lucid::within(admission)),
+        "greedy" => Box::new(model.map_or_else(Greedy::default, Greedy::with_model).within(admission)),
         "random" => Box::new(RandomPolicy::new(seed)),
         _ => {
             return Err(ModelError::UnknownName {

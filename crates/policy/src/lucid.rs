@@ -21,7 +21,9 @@
 //! Memory is checked with peaks (the resident's remaining peak plus the newcomer's peak),
 //! Lucid's `gmem` being each job's profiled peak.
 
-use dqngpu_model::{ClusterView, Placement, Policy, QueuedJob};
+use std::sync::Arc;
+
+use dqngpu_model::{Admission, ClusterView, Placement, Policy, QueuedJob};
 
 use crate::fit;
 
@@ -31,8 +33,18 @@ pub const TINY_BELOW_PCT: f64 = 40.0;
 pub const MEDIUM_BELOW_PCT: f64 = 70.0;
 
 /// The Lucid packing heuristic.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Lucid;
+#[derive(Debug, Clone, Default)]
+pub struct Lucid {
+    /// The caller's slowdown budget, when it set one: a pair it refuses is not made.
+    admission: Option<Arc<dyn Admission>>,
+}
+
+impl Lucid {
+    /// Lucid pairing only where `admission` (the caller's budget) admits the pair.
+    pub fn within(admission: Option<Arc<dyn Admission>>) -> Self {
+        Lucid { admission }
+    }
+}
 
 /// Lucid's sharing score of a profile: 0, 1 or 2 by its mean solo GPU util.
 pub fn share_score(profile: &dqngpu_model::AppProfile) -> u8 {
@@ -102,6 +114,7 @@ impl Policy for Lucid {
                             && job.profile.solo_s() <= 2.0 * j.solo_s
                             && !job.avoid_apps.iter().any(|a| a == j.app)
                             && !j.avoid.iter().any(|a| *a == job.profile.app.name)
+                            && fit::admits(self.admission.as_deref(), view, j.gpu, &chosen[j.gpu], job)
                     })
                 })
                 .flatten();

@@ -21,7 +21,9 @@
 //! phase drift under interference must not break). Jobs never join an app they were
 //! OOM-killed beside. Ties go to the earlier arrival.
 
-use dqngpu_model::{ClusterView, Placement, Policy, QueuedJob, Resources};
+use std::sync::Arc;
+
+use dqngpu_model::{Admission, ClusterView, Placement, Policy, QueuedJob, Resources};
 
 use crate::fit;
 
@@ -33,21 +35,29 @@ pub const WINDOW_S: f64 = 10.0;
 pub const KNOB: f64 = 0.5;
 
 /// The Tetris packing heuristic.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Tetris {
     knob: f64,
+    /// The caller's slowdown budget, when it set one: a job it refuses on a GPU does not fit
+    /// there.
+    admission: Option<Arc<dyn Admission>>,
 }
 
 impl Default for Tetris {
     fn default() -> Self {
-        Tetris { knob: KNOB }
+        Tetris { knob: KNOB, admission: None }
     }
 }
 
 impl Tetris {
     /// Tetris with remaining-work weight `m` (0: packing only).
     pub fn with_knob(knob: f64) -> Self {
-        Tetris { knob: if knob.is_finite() { knob.max(0.0) } else { KNOB } }
+        Tetris { knob: if knob.is_finite() { knob.max(0.0) } else { KNOB }, admission: None }
+    }
+
+    /// This Tetris choosing only among the jobs `admission` (the caller's budget) admits.
+    pub fn within(self, admission: Option<Arc<dyn Admission>>) -> Self {
+        Tetris { admission, ..self }
     }
 }
 
@@ -117,21 +127,31 @@ impl Policy for Tetris {
                     let work = job.profile.solo_s() * mean.iter().sum::<f64>();
                     fits.push((i, align, work));
                 }
-                if fits.is_empty() {
-                    break;
-                }
-                let n = fits.len() as f64;
-                let a_bar = fits.iter().map(|f| f.1).sum::<f64>() / n;
-                let p_bar = fits.iter().map(|f| f.2).sum::<f64>() / n;
-                let eps = if p_bar > 0.0 { self.knob * a_bar / p_bar } else { 0.0 };
-                let mut best: Option<(usize, f64)> = None;
-                for &(i, a, p) in &fits {
-                    let score = a - eps * p;
-                    if best.is_none_or(|(_, s)| score > s + 1e-12) {
-                        best = Some((i, score));
+                // The best-scoring job; under a budget, one it refuses does not fit, and the
+                // scores are taken again over the rest (checked only as far as needed).
+                let picked = loop {
+                    if fits.is_empty() {
+                        break None;
                     }
-                }
-                let Some((i, _)) = best else { break };
+                    let n = fits.len() as f64;
+                    let a_bar = fits.iter().map(|f| f.1).sum::<f64>() / n;
+                    let p_bar = fits.iter().map(|f| f.2).sum::<f64>() / n;
+                    let eps = if p_bar > 0.0 { self.knob * a_bar / p_bar } else { 0.0 };
+                    let mut best: Option<(usize, f64)> = None;
+                    for (k, &(_, a, p)) in fits.iter().enumerate() {
+                        let score = a - eps * p;
+                        if best.is_none_or(|(_, s)| score > s + 1e-12) {
+                            best = Some((k, score));
+                        }
+                    }
+                    let Some((k, _)) = best else { break None };
+                    let i = fits[k].0;
+                    if fit::admits(self.admission.as_deref(), view, g, &chosen, &view.queue[i]) {
+                        break Some(i);
+                    }
+                    fits.remove(k);
+                };
+                let Some(i) = picked else { break };
                 taken[i] = true;
                 mem_load += peaks[i].gpu_mem_mib;
                 add_windows(&mut used, &rows[i]);

@@ -86,9 +86,9 @@ impl SchedulerName {
 
     /// [`SchedulerName::resolve`] for a caller that applies a slowdown budget and steps GPUs
     /// with an interference model (`caller`): the DqnGPU scorer then chooses only among groups
-    /// the budget admits and whose memory fits under that model (the heuristics, as their
-    /// authors wrote them, propose and the caller filters; `greedy` predicts with the caller's
-    /// model).
+    /// the budget admits and whose memory fits under that model, and so do the packing rules
+    /// (each among its own candidates, [`dqngpu_policy::by_name_within`]); `greedy` predicts
+    /// with the caller's model.
     pub fn resolve_within(
         self,
         model: Option<&Path>,
@@ -127,7 +127,7 @@ impl SchedulerName {
                 if let Some(m) = model {
                     return Err(RlError::ModelForHeuristic { scheduler: name.into(), model: m.to_path_buf() });
                 }
-                Ok(dqngpu_policy::by_name_under(name, seed, Some(caller.model.clone()))?)
+                Ok(dqngpu_policy::by_name_within(name, seed, Some(caller.model.clone()), caller.admission())?)
             }
         }
     }

@@ -10,8 +10,10 @@
 //! is wrong. The caller that applies decisions (the simulator's `apply`) uses it for every
 //! policy; DqnGPU's guard (crates/rl) uses it as an action mask.
 
+use std::sync::Arc;
+
 use dqngpu_interference::Interference;
-use dqngpu_model::{AppProfile, GpuSpec, GpuState, JobId, Placement, QueuedJob};
+use dqngpu_model::{Admission, AppProfile, ClusterView, GpuSpec, GpuState, JobId, Placement, QueuedJob};
 
 use crate::step::{LoneGpu, LoneJob, RATE_FLOOR};
 
@@ -215,6 +217,38 @@ pub fn within_budget(
         }
     }
     (kept, refused)
+}
+
+/// A slowdown budget as a rule sees it ([`Admission`]): a group is admitted when
+/// [`within_budget`] keeps it, so a rule that chooses among admitted groups proposes nothing
+/// the simulator or the service would then refuse.
+#[derive(Clone)]
+pub struct Budget {
+    /// The interference model the caller steps GPUs with.
+    pub model: Arc<dyn Interference>,
+    /// The budget, a fraction of each job's solo time.
+    pub max_slowdown: f64,
+    /// The caller's step, s (the simulator's `step_s`).
+    pub step_s: f64,
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budget")
+            .field("model", &self.model.name())
+            .field("max_slowdown", &self.max_slowdown)
+            .field("step_s", &self.step_s)
+            .finish()
+    }
+}
+
+impl Admission for Budget {
+    fn admits(&self, view: &ClusterView<'_>, gpu: usize, jobs: &[JobId]) -> bool {
+        let group = [Placement { gpu, jobs: jobs.to_vec() }];
+        let (kept, _) =
+            within_budget(view.now_s, view.gpus, view.queue, &group, &*self.model, self.max_slowdown, self.step_s);
+        !kept.is_empty()
+    }
 }
 
 #[cfg(test)]

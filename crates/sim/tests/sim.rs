@@ -829,6 +829,45 @@ fn a_policy_that_wants_every_tick_is_asked_every_tick() {
     assert!(calls[1] >= 15, "every tick for 200 s of waiting: {calls:?}");
 }
 
+/// A packing rule told the budget (`by_name_within`) proposes only groups the simulator then
+/// admits: no refusal and no liveness start in any run, every job within the budget, on every
+/// thesis class with and without arrivals. The same rules only masked (`by_name`) do get
+/// groups refused, so the check can fail.
+#[test]
+fn a_rule_told_the_budget_proposes_only_what_it_admits() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let model: Arc<dyn Interference> = Arc::new(dqngpu_interference::Contention::default());
+    let budget = 0.10;
+    let admission: Arc<dyn dqngpu_model::Admission> = Arc::new(dqngpu_sim::budget::Budget {
+        model: model.clone(),
+        max_slowdown: budget,
+        step_s: SimConfig::default().step_s,
+    });
+    let with = SimConfig { max_slowdown: Some(budget), ..SimConfig::default() };
+    let mut refused_when_masked = 0;
+    for class in dqngpu_model::WorkloadClass::ALL {
+        for (seed, gpus, arrivals) in [(3, 1, Arrivals::AllAtZero), (5, 2, Arrivals::Poisson { rate_per_s: 0.02 })] {
+            let cluster = titanxp(gpus);
+            let set = draw(&lib, class, 20, seed, arrivals).unwrap();
+            for name in ["bestfit", "sjf-bestfit", "greedy", "tetris", "lucid"] {
+                let told =
+                    dqngpu_policy::by_name_within(name, seed, Some(model.clone()), Some(admission.clone())).unwrap();
+                let r = run(told.as_ref(), &cluster, &lib, &set, model.clone(), with.clone()).unwrap();
+                assert!(r.completed, "{name} {class:?}");
+                assert_eq!((r.budget_refusals, r.liveness_starts), (0, 0), "{name} {class:?} seed {seed}");
+                for j in &r.jobs {
+                    let s = j.exec_slowdown.unwrap();
+                    assert!(s <= 1.0 + budget + 1e-6, "{name} {class:?} seed {seed}: job {} slowed {s}", j.id);
+                }
+                let masked = dqngpu_policy::by_name_under(name, seed, Some(model.clone())).unwrap();
+                refused_when_masked +=
+                    run(masked.as_ref(), &cluster, &lib, &set, model.clone(), with.clone()).unwrap().budget_refusals;
+            }
+        }
+    }
+    assert!(refused_when_masked > 0, "the masked rules should propose some group the budget refuses");
+}
+
 /// Issue 10 item 2: with a slowdown budget, no job of any packing policy ends slower than the
 /// budget allows (the prediction uses the simulator's own model and stepping rule), on every
 /// thesis class, at t = 0 and with Poisson arrivals, and every run finishes. Without the

@@ -44,6 +44,19 @@ impl Caller {
     pub fn with_budget(max_slowdown: Option<f64>) -> Self {
         Caller { max_slowdown, ..Caller::default() }
     }
+
+    /// The budget as the rules see it (`dqngpu_policy::by_name_within`): what the simulator
+    /// and the service would admit, predicted with this caller's model at the simulator's
+    /// step. `None` without a budget.
+    pub fn admission(&self) -> Option<Arc<dyn dqngpu_model::Admission>> {
+        self.max_slowdown.map(|b| {
+            Arc::new(dqngpu_sim::budget::Budget {
+                model: Arc::clone(&self.model),
+                max_slowdown: b,
+                step_s: dqngpu_sim::SimConfig::default().step_s,
+            }) as Arc<dyn dqngpu_model::Admission>
+        })
+    }
 }
 
 impl Default for Caller {

@@ -196,10 +196,11 @@ impl PlanPolicy {
         self.base.caller()
     }
 
-    /// The rule `RIVALS[i]`, under the caller's interference model.
+    /// The rule `RIVALS[i]`, under the caller's interference model and budget.
     fn rule(&self, i: usize) -> Option<Box<dyn Policy>> {
         let name = dqngpu_policy::RIVALS.get(i)?;
-        dqngpu_policy::by_name_under(name, 1, Some(Arc::clone(&self.caller().model))).ok()
+        let caller = self.caller();
+        dqngpu_policy::by_name_within(name, 1, Some(Arc::clone(&caller.model)), caller.admission()).ok()
     }
 
     /// The future of taking `decision` whole at `sim`'s moment, `then` deciding the rest.

@@ -1021,10 +1021,16 @@ fn keep_if_better(
     Ok(v)
 }
 
-/// The recipe's rules, resolved for `task` (`greedy` predicts with its interference model).
+/// The recipe's rules, resolved for `task` (`greedy` predicts with its interference model; the
+/// packing rules choose within its budget, if it sets one).
 fn rules_of(task: &ScorerTask, recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, RlError> {
-    let model = Some(task.interference.clone());
-    recipe.experts.iter().map(|name| Ok(dqngpu_policy::by_name_under(name, seed, model.clone())?)).collect()
+    let caller = task_caller(task);
+    let (model, admission) = (Some(caller.model.clone()), caller.admission());
+    recipe
+        .experts
+        .iter()
+        .map(|name| Ok(dqngpu_policy::by_name_within(name, seed, model.clone(), admission.clone())?))
+        .collect()
 }
 
 /// Mean over the validation sets of `policy`'s objective / `reference`.
