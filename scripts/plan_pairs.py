@@ -11,7 +11,8 @@ and makespan, each over the lowest mean among the rules (sjf, fifo, tetris, best
 sjf-bestfit, lucid, greedy). Pairs default to the four the plan missed before its promise:
 thesis:titanxp:1:gpu_light lucid:rtx3090:1:mem_light generated:1001:titanxp:1:gpu_heavy
 generated:1001:titanxp:1:mem_light. PLAN_FLAGS="--plan-guard 2 --plan-rows 8" (an
-environment variable) is passed to the plan's runs only.
+environment variable) is passed to the plan's runs only; FLAGS="--max-slowdown 10" to every
+run, rules' and plan's (a budget cell).
 """
 import concurrent.futures as cf
 import json
@@ -59,6 +60,7 @@ def main():
     binary, model, out = sys.argv[1:4]
     pairs = sys.argv[4:] or DEFAULT_PAIRS
     flags = shlex.split(os.environ.get("PLAN_FLAGS", ""))
+    common = shlex.split(os.environ.get("FLAGS", ""))
     os.makedirs(out, exist_ok=True)
     jobs = []
     with cf.ThreadPoolExecutor(2) as pool:
@@ -66,7 +68,7 @@ def main():
             library, gpus, cls = parse(pair)
             tag = pair.replace(":", "_")
             for s in SEEDS:
-                base = ["--library", library, "--gpus", gpus, "--workload", cls, "--seed", str(s)]
+                base = ["--library", library, "--gpus", gpus, "--workload", cls, "--seed", str(s), *common]
                 jobs.append(pool.submit(run, binary, [*base, "--scheduler", "all"], f"{out}/{tag}-all-{s}.json"))
                 plan = [*base, *flags, "--scheduler", "dqngpu-plan", "--model", model]
                 jobs.append(pool.submit(run, binary, plan, f"{out}/{tag}-plan-{s}.json"))
