@@ -259,7 +259,7 @@ pub struct StackedChart {
     pub segments: Vec<String>,
     /// Segment colours.
     pub segment_colours: Vec<RGBColor>,
-    /// values[scheduler][segment].
+    /// `values[scheduler][segment]`.
     pub values: Vec<Vec<f64>>,
     /// A marker per scheduler (the thesis's figure), with its legend text.
     pub markers: Vec<Option<f64>>,

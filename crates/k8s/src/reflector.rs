@@ -1,4 +1,4 @@
-//! List+watch of nodes and pods into the [`Cluster`], one thread each, and the feedback the
+//! List+watch of nodes and pods into the [`Cluster`](crate::state::Cluster), one thread each, and the feedback the
 //! pod watch carries: OOM-killed containers put their app pair on the avoid list; finished
 //! pods' runtimes are recorded.
 //!

@@ -69,7 +69,7 @@ pub struct Member<'a> {
     pub progress_s: f64,
 }
 
-/// What adding a job to a GPU is predicted to do, averaged over [`POINTS`] points of its solo
+/// What adding a job to a GPU is predicted to do, averaged over `POINTS` (8) points of its solo
 /// time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gain {

@@ -1,6 +1,6 @@
 //! Heuristic placement policies, one per file, chosen by name through [`by_name`].
 //!
-//! Every policy here is a pure function of the [`ClusterView`] (and its seed, for `random`):
+//! Every policy here is a pure function of the [`ClusterView`](dqngpu_model::ClusterView) (and its seed, for `random`):
 //! - `fifo`, `sjf`: one job per GPU at a time (SJF = shortest solo time first, the thesis's
 //!   baseline);
 //! - `tetris`: Grandl et al. (SIGCOMM'14) multi-resource packing: alignment of the job's demand

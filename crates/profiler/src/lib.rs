@@ -5,7 +5,7 @@
 //!
 //! - [`import`]: parsers for the three log formats and the shared selection / resampling.
 //! - [`sampler`]: the `profile run` loop: a real child process sampled through the
-//!   [`GpuSampler`](sampler::GpuSampler) trait. [`sampler::nvml::NvmlSampler`] is the real
+//!   [`sampler::GpuSampler`] trait. [`sampler::nvml::NvmlSampler`] is the real
 //!   implementation; [`sampler::replay::ReplaySampler`] is a test double that replays recorded
 //!   readings, written because no GPU was available where this crate was developed.
 //! - [`plot`]: terminal sparklines and PNG charts of the four curves.

@@ -6,7 +6,7 @@
 //! - [`deeprm`]: DeepRM's own environment and baselines, to hold the learning code against
 //!   the paper's numbers.
 //! - [`net`]: the candle MLP policy and its optimisers; [`reinforce`]: REINFORCE with
-//!   DeepRM's time-step baseline and batched parallel rollouts; [`env`]: the `Env` / `Task`
+//!   DeepRM's time-step baseline and batched parallel rollouts; [`env`](mod@env): the `Env` / `Task`
 //!   interface the trainer drives.
 //! - [`checkpoint`]: safetensors weights plus a JSON file of encoding and hyper-parameters.
 //!

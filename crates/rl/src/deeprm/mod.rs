@@ -114,7 +114,7 @@ impl DeepRmParams {
 }
 
 /// Load (fraction of capacity) per unit of arrival rate under DeepRM's job distribution:
-/// E[len] x E[slots on one resource] / res_slot = (0.8 x 2 + 0.2 x 12.5) x (7.5 + 1.5) / 2 / 10
+/// `E[len] x E[slots on one resource]` / res_slot = (0.8 x 2 + 0.2 x 12.5) x (7.5 + 1.5) / 2 / 10
 /// = 1.845, so rate 0.7 is about 130% load (checked by [`offered_load`] in the tests).
 pub const LOAD_PER_RATE: f64 = 1.845;
 

@@ -294,7 +294,7 @@ impl Candidate {
 }
 
 /// Writes every action's inputs into `obs` and which actions are allowed into `mask` (the
-/// rules in [`super::legal`]). Hold is always allowed except on an idle GPU while some job
+/// rules in `legal`). Hold is always allowed except on an idle GPU while some job
 /// fits there.
 pub fn encode(
     enc: &GpuEncoding,

@@ -141,7 +141,7 @@ pub struct ScorerRecipe {
     #[serde(default = "one")]
     pub restarts: usize,
     /// Near-tie of the improvement rounds' look-ahead labels, a fraction: rows within it of the
-    /// cheapest count as tied and the lower other metric decides. [`NEAR_TIE`] (1%) by
+    /// cheapest count as tied and the lower other metric decides. `NEAR_TIE` (1%) by
     /// default, as the first look-ahead round; 0 labels only the cheapest rows under the
     /// guarded cost (docs/RL.md, "Ninth session": more pairs 5% better, fewer within both
     /// lines). A recipe written before the field existed reads as 1%, how it trained.
