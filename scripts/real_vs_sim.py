@@ -22,9 +22,9 @@ import subprocess
 import sys
 
 
-def measured(path):
-    """Mean JCT and makespan of one schedule, or None (with the reason) if a job did not succeed."""
-    jobs = json.load(open(path))["jobs"]
+def measured(jobs):
+    """Mean JCT and makespan of one schedule's jobs, or None (with the reason) if a job did not
+    succeed."""
     if not jobs or any(j["state"] != "succeeded" for j in jobs):
         return None, f"not every job succeeded: {[(j['id'], j['state']) for j in jobs]}"
     t0 = min(j["submitted_at"] for j in jobs)
@@ -55,15 +55,18 @@ def simulated(binary, out, scheduler, model):
 
 
 def schedules(run):
-    """SCHEDULER -> path of `GET /v1/jobs` saved by the device script in one run's directory."""
+    """SCHEDULER -> (path, jobs) of each `GET /v1/jobs` the device script saved in one run's
+    directory, the jobs in id (submission) order."""
     found = {}
     for f in sorted(os.listdir(run)):
         if f.endswith(".json"):
+            path = os.path.join(run, f)
             try:
-                if "jobs" in json.load(open(os.path.join(run, f))):
-                    found[f[:-5]] = os.path.join(run, f)
+                d = json.load(open(path))
             except (ValueError, OSError):
-                pass
+                continue
+            if isinstance(d, dict) and "jobs" in d:
+                found[f[:-5]] = (path, sorted(d["jobs"], key=lambda j: j["id"]))
     return found
 
 
@@ -77,14 +80,13 @@ def main():
                   and os.path.isdir(os.path.join(out, d))) or [out]
     per, execs = {}, {}
     for run in runs:
-        for s, path in schedules(run).items():
-            m, why = measured(path)
+        for s, (path, jobs) in schedules(run).items():
+            m, why = measured(jobs)
             if m is None:
                 print(f"{path}: left out, {why}")
                 continue
             per.setdefault(s, []).append(m)
             # Each job's run time (finish - start), in submission order, for the per-job table.
-            jobs = sorted(json.load(open(path))["jobs"], key=lambda j: j["id"])
             for k, j in enumerate(jobs):
                 execs.setdefault(s, {}).setdefault(k, []).append(j["finished_at"] - j["started_at"])
     print(f"simulated on {gpus_of(os.path.join(out, 'lib'))}; measured: median of the runs (n)")

@@ -48,7 +48,6 @@ pub fn shortest_first(a: &QueuedJob, b: &QueuedJob) -> Ordering {
 
 /// True when the caller's budget (`admission`; none: no budget) lets `job` start on GPU `g` of
 /// `view` beside the jobs running there and `chosen` (those placed there in this decision).
-/// A job alone on an idle GPU is always admitted (nothing slows it).
 pub fn admits(
     admission: Option<&dyn Admission>,
     view: &ClusterView<'_>,
@@ -57,9 +56,6 @@ pub fn admits(
     job: &QueuedJob,
 ) -> bool {
     let Some(a) = admission else { return true };
-    if chosen.is_empty() && view.gpus.get(g).is_some_and(|gpu| gpu.running.is_empty()) {
-        return true;
-    }
     let ids: Vec<JobId> = chosen.iter().map(|j| j.id).chain(std::iter::once(job.id)).collect();
     a.admits(view, g, &ids)
 }

@@ -149,9 +149,8 @@ impl Policy for Greedy {
                     pairs.push((self.gain(&gpu.spec, &members[g], &job.profile), i, g));
                 }
             }
-            // The best pair; under a budget, the best it admits (a refused one is set aside
-            // and the scan repeated, so only as many are checked as it takes).
-            let mut refused = vec![false; pairs.len()];
+            // The best pair; under a budget, the best it admits (a refused one leaves the list
+            // and the scan is repeated, so only as many are checked as it takes).
             let chosen_pair = loop {
                 let mut best: Option<(f64, usize)> = None;
                 for (k, &(gain, i, _)) in pairs.iter().enumerate() {
@@ -163,7 +162,7 @@ impl Policy for Greedy {
                                 || (gain > b - 1e-9 && fit::shortest_first(&view.queue[i], &view.queue[bi]).is_lt())
                         }
                     };
-                    if !refused[k] && better {
+                    if better {
                         best = Some((gain, k));
                     }
                 }
@@ -172,7 +171,7 @@ impl Policy for Greedy {
                 if gain <= 1e-9 || fit::admits(self.admission.as_deref(), view, g, &chosen[g], &view.queue[i]) {
                     break Some((gain, i, g));
                 }
-                refused[k] = true;
+                pairs.remove(k);
             };
             let Some((_, i, g)) = chosen_pair.filter(|b| b.0 > 1e-9) else { break };
             let job = &view.queue[i];

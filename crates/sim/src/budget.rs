@@ -222,7 +222,7 @@ pub fn within_budget(
 /// A slowdown budget as a rule sees it ([`Admission`]): a group is admitted when
 /// [`within_budget`] keeps it, so a rule that chooses among admitted groups proposes nothing
 /// the simulator or the service would then refuse.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Budget {
     /// The interference model the caller steps GPUs with.
     pub model: Arc<dyn Interference>,
@@ -230,16 +230,6 @@ pub struct Budget {
     pub max_slowdown: f64,
     /// The caller's step, s (the simulator's `step_s`).
     pub step_s: f64,
-}
-
-impl std::fmt::Debug for Budget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Budget")
-            .field("model", &self.model.name())
-            .field("max_slowdown", &self.max_slowdown)
-            .field("step_s", &self.step_s)
-            .finish()
-    }
 }
 
 impl Admission for Budget {

@@ -21,7 +21,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use dqngpu_model::{ClusterView, JobId, Placement, Policy};
-use dqngpu_sim::budget::within_budget;
 use dqngpu_sim::{SimConfig, SimResult, Simulator};
 use rayon::prelude::*;
 
@@ -217,21 +216,7 @@ impl PlanPolicy {
         let view = sim.view();
         match then {
             Then::Scorer => Some(self.base.decide(&view)),
-            Then::Rule(i) => Some(self.admitted(&view, self.rule(i)?.decide(&view))),
-        }
-    }
-
-    /// The groups of a rule's `decision` that the caller's budget admits (the rules do not
-    /// know it; the simulator would drop the others, so the future is the same, and the plan
-    /// proposes only what the budget admits, as the scorer does).
-    fn admitted(&self, view: &ClusterView<'_>, decision: Vec<Placement>) -> Vec<Placement> {
-        let caller = self.caller();
-        match caller.max_slowdown {
-            Some(b) => {
-                let step_s = SimConfig::default().step_s;
-                within_budget(view.now_s, view.gpus, view.queue, &decision, &*caller.model, b, step_s).0
-            }
-            None => decision,
+            Then::Rule(i) => Some(self.rule(i)?.decide(&view)),
         }
     }
 
