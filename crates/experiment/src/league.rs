@@ -28,6 +28,9 @@ pub struct Entry {
     /// Whether some heuristic is itself within issue 10's lines here. Where none is, the best
     /// JCT and the best makespan come from rules that trade one for the other.
     pub a_rule_within: bool,
+    /// The best heuristic's mean JCT / the mean-JCT lower bound of these job sets: how far
+    /// below the best rule any policy could go (infinite where the bound is unknown).
+    pub jct_room: f64,
 }
 
 /// How much lower both metrics must be for a rule to beat a policy outright.
@@ -48,17 +51,22 @@ impl Entry {
     pub fn better_by_5pct(&self) -> bool {
         self.jct_ratio <= 0.95
     }
+
+    /// Whether any policy could be 5% better here: the bound leaves that much room.
+    pub fn room_for_5pct(&self) -> bool {
+        0.95 * self.jct_room >= 1.0
+    }
 }
 
 /// `league.csv`: one row per entry, with its ratios and whether it meets issue 10's lines
 /// (so runs can be compared pair by pair without redoing the league).
 pub fn league_csv(entries: &[Entry]) -> String {
     let mut s = String::from(
-        "cell,class,scheduler,jct_ratio,makespan_ratio,p95_slowdown,within,better_by_5pct,beaten_on_both_by,a_rule_within\n",
+        "cell,class,scheduler,jct_ratio,makespan_ratio,p95_slowdown,within,better_by_5pct,beaten_on_both_by,a_rule_within,jct_room\n",
     );
     for e in entries {
         s.push_str(&format!(
-            "{},{},{},{:.4},{:.4},{:.4},{},{},{},{}\n",
+            "{},{},{},{:.4},{:.4},{:.4},{},{},{},{},{:.4}\n",
             e.cell,
             e.class,
             e.scheduler,
@@ -68,7 +76,8 @@ pub fn league_csv(entries: &[Entry]) -> String {
             e.within(),
             e.better_by_5pct(),
             e.beaten_by.join(";"),
-            e.a_rule_within
+            e.a_rule_within,
+            e.jct_room
         ));
     }
     s
@@ -96,6 +105,9 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
         }
         let a_rule_within =
             heur.iter().any(|h| within_lines(h.mean_jct_s_mean / best_jct, h.makespan_s_mean / best_mk));
+        // Every row here ran the same job sets, so any row's bound holds for all of them.
+        let bound = here.iter().map(|r| r.jct_lower_bound_s_mean).fold(0.0, f64::max);
+        let jct_room = if bound > 0.0 { best_jct / bound } else { f64::INFINITY };
         for r in here {
             let beaten_by = heur
                 .iter()
@@ -115,6 +127,7 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
                 p95_slowdown: r.p95_exec_slowdown_mean,
                 beaten_by,
                 a_rule_within,
+                jct_room,
             });
         }
     }
@@ -128,6 +141,18 @@ pub fn pairs(entries: &[Entry]) -> Vec<(&str, &str, bool)> {
     for e in entries {
         if !out.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
             out.push((&e.cell, &e.class, e.a_rule_within));
+        }
+    }
+    out
+}
+
+/// The (cell, class) pairs of `entries` where no policy can have a mean JCT 5% below the best
+/// heuristic's: the best heuristic is within 5% of the mean-JCT lower bound there.
+pub fn pairs_without_room(entries: &[Entry]) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for e in entries.iter().filter(|e| !e.room_for_5pct()) {
+        if !out.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
+            out.push((&e.cell, &e.class));
         }
     }
     out
@@ -219,10 +244,10 @@ mod tests {
         assert_eq!(s[1].scheduler, "sjf");
         let csv = league_csv(&e);
         // In cell a neither rule is within both lines (sjf's makespan, bestfit's JCT).
-        assert!(csv.contains("a,random,dqngpu,0.9000,1.0100,1.2000,true,true,,false\n"), "{csv}");
-        assert!(csv.contains("b,random,dqngpu,1.0050,1.0250,1.2000,false,false,,true\n"), "{csv}");
+        assert!(csv.contains("a,random,dqngpu,0.9000,1.0100,1.2000,true,true,,false,inf\n"), "{csv}");
+        assert!(csv.contains("b,random,dqngpu,1.0050,1.0250,1.2000,false,false,,true,inf\n"), "{csv}");
         // sjf (100, 400) is beaten outright by dqngpu only, which is not a heuristic.
-        assert!(csv.contains("a,random,sjf,1.0000,1.3333,1.2000,false,false,,false\n"), "{csv}");
+        assert!(csv.contains("a,random,sjf,1.0000,1.3333,1.2000,false,false,,false,inf\n"), "{csv}");
         assert_eq!(csv.lines().count(), 1 + e.len());
     }
 
@@ -248,6 +273,30 @@ mod tests {
         let s = standings(&e, &["dqngpu".to_string()]);
         assert_eq!((s[0].beaten_on_both, s[0].pairs), (1, 2));
         assert_eq!(pairs(&e), vec![("a", "random", false), ("b", "random", true)]);
-        assert!(league_csv(&e).contains("a,random,dqngpu,1.2500,1.1000,1.2000,false,false,greedy,false\n"));
+        assert!(league_csv(&e).contains("a,random,dqngpu,1.2500,1.1000,1.2000,false,false,greedy,false,inf\n"));
+    }
+
+    #[test]
+    fn the_jct_bound_says_where_no_policy_can_be_5pct_better() {
+        let bounded = |cell: &str, s: &str, jct: f64, bound: f64| SummaryRow {
+            jct_lower_bound_s_mean: bound,
+            ..row(cell, "random", s, jct, 100.0)
+        };
+        let rows = vec![
+            // The best rule (100 s) is 4% above the bound: nothing can be 5% better.
+            bounded("a", "sjf", 100.0, 96.0),
+            bounded("a", "dqngpu", 99.0, 96.0),
+            // 6% above it: room for 5%.
+            bounded("b", "sjf", 106.0, 100.0),
+            bounded("b", "dqngpu", 100.0, 100.0),
+            // No bound recorded (an older summary): room is not ruled out.
+            row("c", "random", "sjf", 100.0, 100.0),
+        ];
+        let e = entries(&rows);
+        let room = |cell: &str| e.iter().find(|x| x.cell == cell).unwrap().jct_room;
+        assert!((room("a") - 100.0 / 96.0).abs() < 1e-12 && (room("b") - 1.06).abs() < 1e-12);
+        assert!(room("c").is_infinite());
+        assert_eq!(pairs_without_room(&e), vec![("a", "random")]);
+        assert!(league_csv(&e).contains("b,random,dqngpu,0.9434,1.0000,1.2000,true,true,,true,1.0600\n"));
     }
 }

@@ -82,6 +82,9 @@ pub struct RunRecord {
     pub makespan_s: f64,
     /// Makespan lower bound, s.
     pub lower_bound_s: f64,
+    /// Mean-JCT lower bound, s (the simulator's [`dqngpu_sim::SimResult::jct_lower_bound_s`]).
+    #[serde(default)]
+    pub jct_lower_bound_s: f64,
     /// Average GPU utilisation over the GPUs and [0, makespan], %.
     pub avg_gpu_util_pct: f64,
     /// Average GPU memory utilisation over the GPUs and [0, makespan], %.
@@ -267,10 +270,13 @@ pub struct SummaryRow {
     /// Jobs per set in this row's cell (0: the main setting's, `workloads.jobs`).
     #[serde(default)]
     pub jobs_per_set: usize,
+    /// Mean over seeds of the mean-JCT lower bound, s: no policy's mean JCT is below it.
+    #[serde(default)]
+    pub jct_lower_bound_s_mean: f64,
 }
 
 /// The `summary.csv` columns, in order.
-pub const SUMMARY_COLUMNS: [&str; 24] = [
+pub const SUMMARY_COLUMNS: [&str; 25] = [
     "workload",
     "scheduler",
     "seeds",
@@ -295,6 +301,7 @@ pub const SUMMARY_COLUMNS: [&str; 24] = [
     "arrivals",
     "max_slowdown",
     "p95_exec_slowdown_mean",
+    "jct_lower_bound_s_mean",
 ];
 
 /// Cost of one scheduler under one assumption (thesis Fig. 17).
@@ -433,6 +440,7 @@ pub fn summarise(
                 max_slowdown: String::new(),
                 p95_exec_slowdown_mean: mean(&col(&RunRecord::p95_exec_slowdown)),
                 jobs_per_set: 0,
+                jct_lower_bound_s_mean: mean(&col(&|r| r.jct_lower_bound_s)),
             });
         }
     }
@@ -521,7 +529,7 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     s.push('\n');
     for r in summary {
         s.push_str(&format!(
-            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3},{},{},{},{},{},{:.4}\n",
+            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3},{},{},{},{},{},{:.4},{:.3}\n",
             r.workload,
             r.scheduler,
             r.seeds,
@@ -546,6 +554,7 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.arrivals,
             r.max_slowdown,
             r.p95_exec_slowdown_mean,
+            r.jct_lower_bound_s_mean,
         ));
     }
     s
@@ -586,6 +595,7 @@ pub(crate) mod tests {
             seed,
             makespan_s,
             lower_bound_s: makespan_s / 2.0,
+            jct_lower_bound_s: 100.0,
             avg_gpu_util_pct: util,
             avg_gpu_mem_util_pct: util / 2.0,
             // As the simulator computes them from these jobs (all submitted at 0).
@@ -635,6 +645,7 @@ pub(crate) mod tests {
         assert_eq!((s[0].train_s, s[1].train_s), (0.0, 20.0));
         // JCT: sjf seed 1 finishes at 100, 100; seed 2 at 100, 150 -> means 100 and 125.
         assert_eq!(s[0].mean_jct_s_mean, 112.5);
+        assert_eq!(s[0].jct_lower_bound_s_mean, 100.0);
         // Slowed over 10%: sjf 0 of 2, then 1 of 2 -> 25%; tetris 1 of 2 each -> 50%.
         assert_eq!((s[0].slowed_over_10_pct_mean, s[1].slowed_over_10_pct_mean), (25.0, 50.0));
         // p95 of the execution slowdowns (nearest rank): sjf 1.0 then 1.5; tetris 1.15, 1.3.
@@ -647,6 +658,8 @@ pub(crate) mod tests {
             "workload,scheduler,seeds,makespan_s_mean,makespan_s_ci95,lower_bound_s_mean,avg_gpu_util_pct_mean,avg_gpu_mem_util_pct_mean,oom_kills_mean,no_slowdown_jobs_mean,train_s"
         ));
         assert!(lines.next().unwrap().starts_with("random,sjf,2,200.000,1270.6"));
+        assert!(csv.lines().next().unwrap().ends_with(",p95_exec_slowdown_mean,jct_lower_bound_s_mean"));
+        assert!(csv.lines().nth(1).unwrap().ends_with(",100.000"), "{csv}");
         let sd = slowdown_means(&runs, "random", &names);
         assert_eq!(sd[1].values(), [0.5, 0.5, 0.5, 0.5]);
 
@@ -706,6 +719,7 @@ pub(crate) mod tests {
             max_slowdown: "off".into(),
             p95_exec_slowdown_mean: 0.0,
             jobs_per_set: 0,
+            jct_lower_bound_s_mean: 0.0,
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn record(class: WorkloadClass, seed: u64, scheduler: &str, r: &SimResult) -
         seed,
         makespan_s: r.makespan_s,
         lower_bound_s: r.lower_bound_s,
+        jct_lower_bound_s: r.jct_lower_bound_s,
         avg_gpu_util_pct: r.avg_gpu_util_pct,
         avg_gpu_mem_util_pct: r.avg_gpu_mem_util_pct,
         mean_jct_s: r.mean_jct_s,

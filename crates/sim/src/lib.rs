@@ -24,8 +24,8 @@ pub mod workload;
 pub use error::SimError;
 pub use event::{JobMemory, SimEvent};
 pub use metrics::{
-    lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JobRecord, SimResult, SlowdownBuckets, UsageTrace,
-    NO_SLOWDOWN_MAX,
+    jct_lower_bound_s, lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JctBoundJob, JobRecord, SimResult,
+    SlowdownBuckets, UsageTrace, NO_SLOWDOWN_MAX,
 };
 pub use sim::{run, SimConfig, Simulator, TickTrigger};
 pub use step::RATE_FLOOR;

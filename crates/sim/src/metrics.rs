@@ -104,6 +104,9 @@ pub struct SimResult {
     pub lower_bound_s: f64,
     /// makespan_s / lower_bound_s.
     pub makespan_over_bound: f64,
+    /// Mean-JCT lower bound, s (see [`jct_lower_bound_s`]): the room any policy has.
+    #[serde(default)]
+    pub jct_lower_bound_s: f64,
     /// Mean job completion time (finish - submit) over the finished jobs, s: what users feel.
     #[serde(default)]
     pub mean_jct_s: f64,
@@ -175,6 +178,90 @@ pub struct BoundJob {
     pub solo_s: f64,
     /// GPU-util work: the integral of its util demand over its solo run, percent x s.
     pub util_work: f64,
+}
+
+/// What the mean-JCT bound needs of one job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JctBoundJob {
+    /// Submission time, s.
+    pub submit_s: f64,
+    /// Solo execution time, s.
+    pub solo_s: f64,
+    /// Its least memory over its profile, MiB: no moment of its run needs less.
+    pub min_mem_mib: f64,
+    /// Its memory over its solo run, MiB x s: a run at rates below 1 holds each sample longer,
+    /// so every run that finishes holds at least this much.
+    pub mem_work: f64,
+}
+
+/// Mean-JCT lower bound, s, over a job set on GPUs of `gpu_mem_mib` memory each. Jobs
+/// submitted at the same instant form a batch; within a batch the k-th job to finish ends no
+/// sooner than each of
+/// - the k-th shortest solo time (no model runs a job faster than alone);
+/// - the k smallest memory works over the cluster's memory (memory is a hard capacity: a GPU
+///   over it kills a job at once);
+///
+/// and, taken as a whole, the batch's summed JCT is no smaller than its jobs' solo times with
+/// the *alone-only* jobs served shortest first on the GPUs. A job is alone-only when its least
+/// memory plus the least memory of any other job of the set exceeds the largest GPU: a start
+/// beside another job is an out-of-memory kill at once, so it needs a GPU to itself, and
+/// shortest-first minimises the summed completion times on identical machines, preemption or
+/// not. The batch counts the larger of the two sums.
+///
+/// A true bound for every model whose rates are at most 1 (`contention`, `contention-h100`,
+/// `none`; a measured pair table's speeds above 1 could beat it). It says how much room a
+/// (cluster, job set) leaves: where the best rule's mean JCT is within 5% of it, no policy can
+/// be 5% better.
+pub fn jct_lower_bound_s(jobs: &[JctBoundJob], gpu_mem_mib: &[f64]) -> f64 {
+    if jobs.is_empty() || gpu_mem_mib.is_empty() {
+        return 0.0;
+    }
+    let cap = gpu_mem_mib.iter().copied().fold(0.0, f64::max);
+    let total_mem: f64 = gpu_mem_mib.iter().sum();
+    // The least memory of any job but j: the smallest, or the second smallest for its owner.
+    let (mut first, mut second) = ((f64::INFINITY, usize::MAX), f64::INFINITY);
+    for (i, j) in jobs.iter().enumerate() {
+        if j.min_mem_mib < first.0 {
+            second = first.0;
+            first = (j.min_mem_mib, i);
+        } else if j.min_mem_mib < second {
+            second = j.min_mem_mib;
+        }
+    }
+    let alone_only = |i: usize| {
+        let others = if i == first.1 { second } else { first.0 };
+        others.is_finite() && jobs[i].min_mem_mib + others > cap
+    };
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| jobs[a].submit_s.total_cmp(&jobs[b].submit_s));
+    let mut total = 0.0;
+    for batch in order.chunk_by(|&a, &b| jobs[a].submit_s == jobs[b].submit_s) {
+        let mut solos: Vec<f64> = batch.iter().map(|&i| jobs[i].solo_s).collect();
+        let mut works: Vec<f64> = batch.iter().map(|&i| jobs[i].mem_work).collect();
+        solos.sort_by(f64::total_cmp);
+        works.sort_by(f64::total_cmp);
+        let mut by_rank = 0.0;
+        let mut work_so_far = 0.0;
+        for (solo, work) in solos.iter().zip(&works) {
+            work_so_far += work;
+            by_rank += solo.max(work_so_far / total_mem);
+        }
+        let mut alone: Vec<f64> = batch.iter().filter(|&&i| alone_only(i)).map(|&i| jobs[i].solo_s).collect();
+        let shared: f64 = batch.iter().filter(|&&i| !alone_only(i)).map(|&i| jobs[i].solo_s).sum();
+        total += by_rank.max(shared + shortest_first(&mut alone, gpu_mem_mib.len()));
+    }
+    total / jobs.len() as f64
+}
+
+/// Summed completion times of `solos` served shortest first on `machines` identical machines.
+fn shortest_first(solos: &mut [f64], machines: usize) -> f64 {
+    solos.sort_by(f64::total_cmp);
+    // The k-th job ends after itself and the jobs k - m, k - 2m, ... before it on its machine.
+    let mut ends: Vec<f64> = Vec::with_capacity(solos.len());
+    for (k, solo) in solos.iter().enumerate() {
+        ends.push(solo + if k >= machines { ends[k - machines] } else { 0.0 });
+    }
+    ends.iter().sum()
 }
 
 /// Makespan lower bound on `n_gpus` GPUs:

@@ -29,7 +29,8 @@ use crate::budget::within_budget;
 use crate::error::SimError;
 use crate::event::{JobMemory, SimEvent};
 use crate::metrics::{
-    lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JobRecord, SimResult, SlowdownBuckets, UsageTrace,
+    jct_lower_bound_s, lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JctBoundJob, JobRecord, SimResult,
+    SlowdownBuckets, UsageTrace,
 };
 use crate::step::{advance, gpu_rates, time_to_finish, Advance};
 
@@ -851,16 +852,21 @@ impl Simulator {
         }
         let makespan_s =
             if self.done() { self.jobs.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max) } else { self.now_s };
-        let bound_jobs: Vec<BoundJob> = self
+        let (bound_jobs, jct_jobs): (Vec<BoundJob>, Vec<JctBoundJob>) = self
             .jobs
             .iter()
-            .map(|j| BoundJob {
-                submit_s: j.submit_s,
-                solo_s: j.profile.solo_s(),
-                util_work: j.profile.samples.iter().map(|s| s.gpu_util_pct).sum::<f64>() * j.profile.interval_s,
+            .map(|j| {
+                let (p, solo_s) = (&j.profile, j.profile.solo_s());
+                let work = |f: fn(&Resources) -> f64| p.samples.iter().map(f).sum::<f64>() * p.interval_s;
+                let min_mem_mib = p.samples.iter().map(|s| s.gpu_mem_mib).fold(f64::INFINITY, f64::min);
+                (
+                    BoundJob { submit_s: j.submit_s, solo_s, util_work: work(|s| s.gpu_util_pct) },
+                    JctBoundJob { submit_s: j.submit_s, solo_s, min_mem_mib, mem_work: work(|s| s.gpu_mem_mib) },
+                )
             })
-            .collect();
+            .unzip();
         let lower = lower_bound_s(&bound_jobs, self.gpus.len());
+        let gpu_mem: Vec<f64> = self.gpus.iter().map(|g| g.spec.memory_mib).collect();
         let n_gpus = self.gpus.len() as f64;
         let avg = |f: fn(&GpuBook) -> f64| {
             if makespan_s > 0.0 {
@@ -903,6 +909,7 @@ impl Simulator {
             makespan_s,
             lower_bound_s: lower,
             makespan_over_bound: if lower > 0.0 { makespan_s / lower } else { 0.0 },
+            jct_lower_bound_s: jct_lower_bound_s(&jct_jobs, &gpu_mem),
             mean_jct_s: mean_jct_s(&records),
             slowed_over_10_pct: slowed_over_10_pct(&records),
             avg_gpu_util_pct,

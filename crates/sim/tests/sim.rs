@@ -9,7 +9,10 @@ use dqngpu_model::{
     gpu, AppInfo, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuSpec, JobId, JobSet, JobSpec, Placement, Policy,
     Resources, WorkloadClass,
 };
-use dqngpu_sim::{draw, lower_bound_s, run, Arrivals, BoundJob, SimConfig, SimError, SimEvent, SimResult, Simulator};
+use dqngpu_sim::{
+    draw, jct_lower_bound_s, lower_bound_s, run, Arrivals, BoundJob, JctBoundJob, SimConfig, SimError, SimEvent,
+    SimResult, Simulator,
+};
 
 // ---------------------------------------------------------------- helpers
 
@@ -210,6 +213,71 @@ fn lower_bound_accounts_for_arrivals() {
     assert!(close(lower_bound_s(&[j(5.0, 8.0, 800.0), j(5.0, 8.0, 800.0), j(0.0, 1.0, 10.0)], 1), 21.0));
     // Two GPUs halve the work term.
     assert!(close(lower_bound_s(&[j(0.0, 10.0, 1000.0), j(0.0, 10.0, 1000.0)], 2), 10.0));
+}
+
+#[test]
+fn jct_bound_serialises_jobs_that_can_share_with_none() {
+    // Steady jobs: their memory work is their memory x their solo time.
+    let j = |submit_s, solo_s: f64, min_mem_mib: f64| JctBoundJob {
+        submit_s,
+        solo_s,
+        min_mem_mib,
+        mem_work: min_mem_mib * solo_s,
+    };
+    let titan = [12288.0];
+    // Small jobs may share: only their solo times count.
+    assert!(close(jct_lower_bound_s(&[j(0.0, 10.0, 1000.0), j(0.0, 20.0, 1000.0)], &titan), 15.0));
+    // Two jobs of 7 GiB cannot share a 12 GiB card: shortest first, (10 + 30) / 2.
+    assert!(close(jct_lower_bound_s(&[j(0.0, 20.0, 7000.0), j(0.0, 10.0, 7000.0)], &titan), 20.0));
+    // On two GPUs they run side by side.
+    assert!(close(jct_lower_bound_s(&[j(0.0, 20.0, 7000.0), j(0.0, 10.0, 7000.0)], &[12288.0; 2]), 15.0));
+    // Three on two GPUs: 10, 20, then 30 after the 10 s one: (10 + 20 + 40) / 3.
+    let three = [j(0.0, 10.0, 7000.0), j(0.0, 20.0, 7000.0), j(0.0, 30.0, 7000.0)];
+    assert!(close(jct_lower_bound_s(&three, &[12288.0; 2]), 70.0 / 3.0));
+    // A 7 GiB job beside a 1 GiB one can share with it, so neither is serialised.
+    assert!(close(jct_lower_bound_s(&[j(0.0, 20.0, 7000.0), j(0.0, 10.0, 1000.0)], &titan), 15.0));
+    // Submitted at different moments, each batch is bounded on its own: here solo times.
+    assert!(close(jct_lower_bound_s(&[j(0.0, 20.0, 7000.0), j(5.0, 10.0, 7000.0)], &titan), 15.0));
+    // Four 10 s jobs of 6000 MiB: two fit a card at a time, so memory work bounds the last
+    // two to finish: the k-th no sooner than k x 60,000 MiB s / 12,288 MiB.
+    let four = [j(0.0, 10.0, 6000.0); 4];
+    let by_memory = (10.0 + 10.0 + 3.0 * 60_000.0 / 12288.0 + 4.0 * 60_000.0 / 12288.0) / 4.0;
+    assert!(close(jct_lower_bound_s(&four, &titan), by_memory));
+    assert_eq!(jct_lower_bound_s(&[], &titan), 0.0);
+    assert_eq!(jct_lower_bound_s(&three, &[]), 0.0);
+}
+
+#[test]
+fn the_jct_bound_holds_where_memory_lets_jobs_pair() {
+    // Four 10 s jobs of 6000 MiB: pairs fit a Titan Xp. With ideal sharing, pairs end at 10 and
+    // 20 s (mean 15), above the memory-work bound of 13.55 s; in any order.
+    let lib = library(vec![steady("a", 10, 50.0, 6000.0)]);
+    let set = jobs(&[("a", 0.0), ("a", 0.0), ("a", 0.0), ("a", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert!(r.completed && r.oom_kills > 0, "packing all four overflows the card");
+    let bound = (20.0 + 7.0 * 60_000.0 / 12288.0) / 4.0;
+    assert!(close(r.jct_lower_bound_s, bound) && r.mean_jct_s >= bound, "{} vs {}", r.mean_jct_s, bound);
+}
+
+#[test]
+fn shortest_first_meets_the_jct_bound_where_no_job_can_share() {
+    // 7 GiB each on a 12 GiB card: nothing can share, and shortest-first is optimal.
+    let lib =
+        library(vec![steady("a", 10, 50.0, 7000.0), steady("b", 20, 50.0, 7000.0), steady("c", 30, 50.0, 7000.0)]);
+    let set = jobs(&[("c", 0.0), ("a", 0.0), ("b", 0.0)]);
+    for gpus in [1, 2] {
+        let r = simulate(&TestSjf, &lib, &set, gpus, Arc::new(FairShare)).unwrap();
+        assert!(
+            r.completed && close(r.mean_jct_s, r.jct_lower_bound_s),
+            "{gpus} GPUs: {} vs {}",
+            r.mean_jct_s,
+            r.jct_lower_bound_s
+        );
+        let first_come = simulate(&PackAll, &lib, &set, gpus, Arc::new(FairShare));
+        if let Ok(f) = first_come {
+            assert!(f.mean_jct_s >= r.jct_lower_bound_s - 1e-9, "{gpus} GPUs");
+        }
+    }
 }
 
 #[test]
@@ -534,6 +602,7 @@ fn same_seed_same_result() {
         let b = simulate(p.as_ref(), &lib, &set, 2, Arc::new(FairShare)).unwrap();
         assert_eq!(a, b, "{name}");
         assert!(a.completed && a.makespan_s >= a.lower_bound_s - 1e-9, "{name}");
+        assert!(a.jct_lower_bound_s > 0.0 && a.mean_jct_s >= a.jct_lower_bound_s - 1e-9, "{name}");
     }
 }
 
@@ -677,6 +746,8 @@ mod memory_property {
             prop_assert!(matches!(records, Ok(n) if n > 0), "{:?}", records);
             let ooms = events.iter().filter(|e| matches!(e, SimEvent::Oom { .. })).count() as u64;
             prop_assert_eq!(ooms, r.oom_kills);
+            // No policy, OOM kills and restarts included, beats the mean-JCT bound.
+            prop_assert!(r.mean_jct_s >= r.jct_lower_bound_s - 1e-9, "{} < bound {}", r.mean_jct_s, r.jct_lower_bound_s);
             if std::env::var_os("SIM_TEST_STATS").is_some() {
                 eprintln!("policy {} gpus {gpus} jobs {} ooms {ooms}", r.scheduler, set.jobs.len());
             }

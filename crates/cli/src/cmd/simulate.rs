@@ -247,12 +247,14 @@ fn table(reports: &[Report], interference: &str) -> String {
     let mut s = String::new();
     if let Some(r) = reports.first() {
         s.push_str(&format!(
-            "workload {} ({} jobs, seed {}), library {}, {} GPU(s), interference {interference}\n",
+            "workload {} ({} jobs, seed {}), library {}, {} GPU(s), interference {interference}\n\
+             mean-JCT lower bound {:.1} s (docs/SIMULATOR.md); bound_s below is the makespan's\n",
             r.workload,
             r.result.jobs.len(),
             r.seed,
             r.library,
-            r.gpus
+            r.gpus,
+            r.result.jct_lower_bound_s
         ));
     }
     s.push_str(&format!(
