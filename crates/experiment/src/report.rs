@@ -386,8 +386,8 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
         league::pairs_without_room(&entries).iter().map(|p| format!("{} {}", p.0, p.1)).collect();
     b.push(Block::Para(format!(
         "Room: in {} of the {} pairs no policy can have a mean JCT 5% below the best heuristic's, which is within 5% \
-         of the mean-JCT lower bound there (every job's solo time; jobs that can share a GPU with none served \
-         shortest first; docs/SIMULATOR.md){}. `jct_room` in league.csv is the best heuristic's mean JCT over \
+         of the mean-JCT lower bound there (jobs' solo times, their memory held over the cluster's memory, and jobs \
+         that can share a GPU with none served shortest first; docs/SIMULATOR.md){}. `jct_room` in league.csv is the best heuristic's mean JCT over \
          the bound.",
         no_room.len(),
         pairs.len(),
