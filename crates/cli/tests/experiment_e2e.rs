@@ -149,6 +149,14 @@ fn quick_experiment_writes_consistent_files_and_replays() {
         assert!(p95 >= 1.0 - 1e-9 && (p95 - f(&js["p95_exec_slowdown_mean"])).abs() < 1e-4, "{row:?}");
     }
     assert!(md.contains("## League table") && cell_names.iter().all(|c| md.contains(&format!("### cell `{c}`"))));
+    // Each league row says how much room the bound leaves there: the best heuristic's mean JCT
+    // over the bound, never below 1.
+    let league = std::fs::read_to_string(a.0.join("league.csv")).unwrap();
+    assert!(league.lines().next().unwrap().ends_with(",jct_room") && md.contains("Room: in "));
+    for l in league.lines().skip(1) {
+        let room: f64 = l.rsplit(',').next().unwrap().parse().unwrap();
+        assert!(room >= 1.0 - 1e-3 && room.is_finite(), "{l}");
+    }
     let csv_rows = &all_rows[..summary.len()];
     let runs = res["runs"].as_array().unwrap();
     for (row, js) in csv_rows.iter().zip(summary) {
@@ -182,7 +190,22 @@ fn quick_experiment_writes_consistent_files_and_replays() {
                 r["jobs"].as_array().unwrap().len() as u64,
                 res["config"]["workloads"]["jobs"].as_u64().unwrap()
             );
+            // No run, learned or not, ends below the mean-JCT bound of its job set (a
+            // simulator or bound fault would show here), and the bound is at least the mean
+            // solo time.
+            let bound = f(&r["jct_lower_bound_s"]);
+            let solo = r["jobs"].as_array().unwrap().iter().map(|j| f(&j["solo_s"])).sum::<f64>()
+                / r["jobs"].as_array().unwrap().len() as f64;
+            assert!(
+                bound >= solo - 1e-9 && jct(r) >= bound - 1e-9,
+                "{} {}: {} < {bound}",
+                js["workload"],
+                js["scheduler"],
+                jct(r)
+            );
         }
+        let bound = mine.iter().map(|r| f(&r["jct_lower_bound_s"])).sum::<f64>() / mine.len() as f64;
+        assert!((bound - f(&js["jct_lower_bound_s_mean"])).abs() < 1e-6);
     }
 
     // report.md: every class table shows the same numbers as results.json.

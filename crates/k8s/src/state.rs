@@ -222,7 +222,7 @@ pub fn declared_profile(name: &str, mem_mib: f64, cores: f64) -> Arc<AppProfile>
         recorded_on: None,
         samples: vec![Resources::ZERO],
         source: None,
-        peaks: Default::default(),
+        derived: Default::default(),
     });
     Arc::new(p)
 }

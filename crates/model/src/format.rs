@@ -124,7 +124,7 @@ pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppPro
         recorded_on: None,
         samples,
         source: Some(loc(path, first_line, None)),
-        peaks: Default::default(),
+        derived: Default::default(),
     };
     p.validate()?;
     Ok(p)

@@ -32,5 +32,5 @@ pub use policy::{
     liveness_start, validate_decision, Admission, ClusterView, DecisionError, GpuState, Placement, Policy, QueuedJob,
     RunningJob,
 };
-pub use profile::{AppInfo, AppKind, AppProfile, ProfileSummary, RecordedOn, SuffixPeaks};
+pub use profile::{AppInfo, AppKind, AppProfile, Derived, ProfileSummary, ProfileTotals, RecordedOn};
 pub use resources::{Resource, Resources};

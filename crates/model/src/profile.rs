@@ -89,23 +89,39 @@ pub struct AppProfile {
     /// The file and first data line this profile was read from (for error messages).
     #[serde(skip)]
     pub source: Option<Location>,
-    /// Peak from each sample to the end, built on first use (policies ask for it at every decision).
+    /// Tables derived from the samples, built on first use (policies ask for the peaks at
+    /// every decision, the simulator for the totals at the end of every run).
     #[serde(skip)]
-    pub peaks: SuffixPeaks,
+    pub derived: Derived,
 }
 
-/// A lazily built table: entry `i` is the component-wise peak of samples `i..`.
+/// Lazily built tables of a profile: the component-wise peak of samples `i..` for every `i`,
+/// and its [`ProfileTotals`].
 ///
-/// It is computed from `samples` the first time it is read, so a profile's samples must not
+/// Each is computed from `samples` the first time it is read, so a profile's samples must not
 /// change after that (profiles are shared behind `Arc` and never mutated in place).
 #[derive(Debug, Clone, Default)]
-pub struct SuffixPeaks(std::sync::OnceLock<std::sync::Arc<[Resources]>>);
+pub struct Derived {
+    peaks: std::sync::OnceLock<std::sync::Arc<[Resources]>>,
+    totals: std::sync::OnceLock<ProfileTotals>,
+}
 
-impl PartialEq for SuffixPeaks {
+impl PartialEq for Derived {
     /// A cache never makes two profiles differ.
     fn eq(&self, _: &Self) -> bool {
         true
     }
+}
+
+/// Integrals and least values over a profile's solo run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProfileTotals {
+    /// GPU-util work: util x time over the run, percent x s.
+    pub util_work: f64,
+    /// Memory work: memory x time over the run, MiB x s.
+    pub mem_work: f64,
+    /// The least memory of any sample, MiB (infinite with no samples).
+    pub min_mem_mib: f64,
 }
 
 /// Mean, peak and duration, derived from the samples (never stored twice).
@@ -122,7 +138,7 @@ pub struct ProfileSummary {
 impl AppProfile {
     /// Builds and validates a profile.
     pub fn new(app: AppInfo, interval_s: f64, samples: Vec<Resources>) -> Result<Self> {
-        let p = AppProfile { app, interval_s, recorded_on: None, samples, source: None, peaks: SuffixPeaks::default() };
+        let p = AppProfile { app, interval_s, recorded_on: None, samples, source: None, derived: Derived::default() };
         p.validate()?;
         Ok(p)
     }
@@ -169,7 +185,7 @@ impl AppProfile {
     /// Component-wise peak of samples `i..` (zero past the end); O(1) after the first call.
     #[inline]
     pub fn peak_from(&self, i: usize) -> Resources {
-        let table = self.peaks.0.get_or_init(|| {
+        let table = self.derived.peaks.get_or_init(|| {
             let mut out = vec![Resources::ZERO; self.samples.len()];
             let mut running = Resources::ZERO;
             for (k, s) in self.samples.iter().enumerate().rev() {
@@ -179,6 +195,19 @@ impl AppProfile {
             out.into()
         });
         table.get(i).copied().unwrap_or(Resources::ZERO)
+    }
+
+    /// Util work, memory work and least memory over the samples; O(1) after the first call.
+    pub fn totals(&self) -> ProfileTotals {
+        *self.derived.totals.get_or_init(|| {
+            let (mut util, mut mem, mut min_mem) = (0.0, 0.0, f64::INFINITY);
+            for s in &self.samples {
+                util += s.gpu_util_pct;
+                mem += s.gpu_mem_mib;
+                min_mem = f64::min(min_mem, s.gpu_mem_mib);
+            }
+            ProfileTotals { util_work: util * self.interval_s, mem_work: mem * self.interval_s, min_mem_mib: min_mem }
+        })
     }
 
     /// Peak memory, MiB, and the index of the first sample at that peak.
@@ -266,7 +295,7 @@ impl AppProfile {
 
     /// A profile with every sample replaced by a constant vector (DeepRM Max / Mean inputs).
     pub fn constant(&self, demand: Resources) -> AppProfile {
-        AppProfile { samples: vec![demand; self.samples.len()], peaks: SuffixPeaks::default(), ..self.clone() }
+        AppProfile { samples: vec![demand; self.samples.len()], derived: Derived::default(), ..self.clone() }
     }
 }
 
@@ -289,5 +318,17 @@ mod tests {
         // A constant copy gets its own table, not the original's.
         let c = p.constant(s(1.0, 1.0));
         assert_eq!(c.peak_from(0), s(1.0, 1.0));
+    }
+
+    #[test]
+    fn totals_integrate_the_samples_and_a_copy_with_new_samples_recomputes_them() {
+        let s = |u, m| Resources::new(u, m, 0.0, 0.0);
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let p = AppProfile::new(info, 2.0, vec![s(10.0, 500.0), s(90.0, 100.0), s(20.0, 300.0)]).unwrap();
+        let t = p.totals();
+        assert_eq!((t.util_work, t.mem_work, t.min_mem_mib), (240.0, 1800.0, 100.0));
+        assert_eq!(p.totals(), t, "read again from the cache");
+        let c = p.constant(s(1.0, 7.0));
+        assert_eq!((c.totals().util_work, c.totals().mem_work, c.totals().min_mem_mib), (6.0, 42.0, 7.0));
     }
 }

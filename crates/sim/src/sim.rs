@@ -856,12 +856,10 @@ impl Simulator {
             .jobs
             .iter()
             .map(|j| {
-                let (p, solo_s) = (&j.profile, j.profile.solo_s());
-                let work = |f: fn(&Resources) -> f64| p.samples.iter().map(f).sum::<f64>() * p.interval_s;
-                let min_mem_mib = p.samples.iter().map(|s| s.gpu_mem_mib).fold(f64::INFINITY, f64::min);
+                let (t, submit_s, solo_s) = (j.profile.totals(), j.submit_s, j.profile.solo_s());
                 (
-                    BoundJob { submit_s: j.submit_s, solo_s, util_work: work(|s| s.gpu_util_pct) },
-                    JctBoundJob { submit_s: j.submit_s, solo_s, min_mem_mib, mem_work: work(|s| s.gpu_mem_mib) },
+                    BoundJob { submit_s, solo_s, util_work: t.util_work },
+                    JctBoundJob { submit_s, solo_s, min_mem_mib: t.min_mem_mib, mem_work: t.mem_work },
                 )
             })
             .unzip();

@@ -216,7 +216,7 @@ pub fn library() -> AppLibrary {
             recorded_on: Some(titan_xp()),
             samples,
             source: None,
-            peaks: Default::default(),
+            derived: Default::default(),
         };
         debug_assert!(p.validate().is_ok(), "generated profile {name} is invalid");
         apps.insert(name.to_string(), Arc::new(p));
