@@ -384,7 +384,7 @@ fn simulate_table_shows_mean_jct_and_slowed_share() {
     let table = ok(&args);
     let header = table.lines().find(|l| l.starts_with("scheduler")).unwrap_or_else(|| panic!("{table}"));
     let cols: Vec<&str> = header.split_whitespace().collect();
-    assert_eq!(&cols[..4], ["scheduler", "mean_jct_s", "makespan_s", "slowed>10%"], "{table}");
+    assert_eq!(&cols[..5], ["scheduler", "mean_jct_s", "jct/bnd", "makespan_s", "slowed>10%"], "{table}");
     let row: Vec<&str> = table.lines().find(|l| l.starts_with("tetris")).unwrap().split_whitespace().collect();
     let json: Value = serde_json::from_str(&ok(&[&args[..], &["--format", "json"]].concat())).unwrap();
     let r = &json;
@@ -393,9 +393,15 @@ fn simulate_table_shows_mean_jct_and_slowed_share() {
         / jobs.len() as f64;
     assert!((r["mean_jct_s"].as_f64().unwrap() - jct).abs() < 1e-9);
     assert_eq!(row[1], format!("{jct:.1}"));
+    // Mean JCT over the mean-JCT bound, which is at least the jobs' mean solo time.
+    let bound = r["jct_lower_bound_s"].as_f64().unwrap();
+    let solo = jobs.iter().map(|j| j["solo_s"].as_f64().unwrap()).sum::<f64>() / jobs.len() as f64;
+    assert!(bound >= solo - 1e-9 && jct >= bound - 1e-9, "{jct} {bound} {solo}");
+    assert_eq!(row[2], format!("{:.3}", jct / bound));
+    assert!(table.contains(&format!("mean-JCT lower bound {bound:.1} s")), "{table}");
     let slowed =
         100.0 * jobs.iter().filter(|j| j["exec_slowdown"].as_f64().unwrap() > 1.10).count() as f64 / jobs.len() as f64;
-    assert_eq!(row[3], format!("{slowed:.1}%"));
+    assert_eq!(row[4], format!("{slowed:.1}%"));
 }
 
 /// data/real-vs-sim-h200: six real jobs on an H200, with the profiles recorded for them.

@@ -248,7 +248,7 @@ fn table(reports: &[Report], interference: &str) -> String {
     if let Some(r) = reports.first() {
         s.push_str(&format!(
             "workload {} ({} jobs, seed {}), library {}, {} GPU(s), interference {interference}\n\
-             mean-JCT lower bound {:.1} s (docs/SIMULATOR.md); bound_s below is the makespan's\n",
+             mean-JCT lower bound {:.1} s (docs/SIMULATOR.md; jct/bnd: mean JCT over it); bound_s is the makespan's\n",
             r.workload,
             r.result.jobs.len(),
             r.seed,
@@ -258,9 +258,10 @@ fn table(reports: &[Report], interference: &str) -> String {
         ));
     }
     s.push_str(&format!(
-        "{:<12} {:>11} {:>11} {:>10} {:>10} {:>6} {:>8} {:>8} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+        "{:<12} {:>11} {:>7} {:>11} {:>10} {:>10} {:>6} {:>8} {:>8} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
         "scheduler",
         "mean_jct_s",
+        "jct/bnd",
         "makespan_s",
         "slowed>10%",
         "bound_s",
@@ -277,9 +278,10 @@ fn table(reports: &[Report], interference: &str) -> String {
         let m = &r.result;
         let b = &m.slowdown_buckets;
         s.push_str(&format!(
-            "{:<12} {:>11.1} {:>11.1} {:>9.1}% {:>10.1} {:>6.3} {:>8.2} {:>8.2} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
+            "{:<12} {:>11.1} {:>7.3} {:>11.1} {:>9.1}% {:>10.1} {:>6.3} {:>8.2} {:>8.2} {:>4} {:>5} {:>5} {:>6} {:>5}\n",
             m.scheduler,
             m.mean_jct_s,
+            if m.jct_lower_bound_s > 0.0 { m.mean_jct_s / m.jct_lower_bound_s } else { f64::NAN },
             m.makespan_s,
             m.slowed_over_10_pct,
             m.lower_bound_s,
