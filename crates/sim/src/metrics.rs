@@ -234,10 +234,23 @@ pub fn jct_lower_bound_s(jobs: &[JctBoundJob], gpu_mem_mib: &[f64]) -> f64 {
     };
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| jobs[a].submit_s.total_cmp(&jobs[b].submit_s));
+    // Buffers reused across batches (with arrivals, most batches are one job).
+    let (mut solos, mut works, mut alone, mut ends) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut total = 0.0;
     for batch in order.chunk_by(|&a, &b| jobs[a].submit_s == jobs[b].submit_s) {
-        let mut solos: Vec<f64> = batch.iter().map(|&i| jobs[i].solo_s).collect();
-        let mut works: Vec<f64> = batch.iter().map(|&i| jobs[i].mem_work).collect();
+        solos.clear();
+        works.clear();
+        alone.clear();
+        let mut shared = 0.0;
+        for &i in batch {
+            solos.push(jobs[i].solo_s);
+            works.push(jobs[i].mem_work);
+            if alone_only(i) {
+                alone.push(jobs[i].solo_s);
+            } else {
+                shared += jobs[i].solo_s;
+            }
+        }
         solos.sort_by(f64::total_cmp);
         works.sort_by(f64::total_cmp);
         let mut by_rank = 0.0;
@@ -246,20 +259,20 @@ pub fn jct_lower_bound_s(jobs: &[JctBoundJob], gpu_mem_mib: &[f64]) -> f64 {
             work_so_far += work;
             by_rank += solo.max(work_so_far / total_mem);
         }
-        let mut alone: Vec<f64> = batch.iter().filter(|&&i| alone_only(i)).map(|&i| jobs[i].solo_s).collect();
-        let shared: f64 = batch.iter().filter(|&&i| !alone_only(i)).map(|&i| jobs[i].solo_s).sum();
-        total += by_rank.max(shared + shortest_first(&mut alone, gpu_mem_mib.len()));
+        total += by_rank.max(shared + shortest_first(&mut alone, gpu_mem_mib.len(), &mut ends));
     }
     total / jobs.len() as f64
 }
 
-/// Summed completion times of `solos` served shortest first on `machines` identical machines.
-fn shortest_first(solos: &mut [f64], machines: usize) -> f64 {
+/// Summed completion times of `solos` served shortest first on `machines` identical machines
+/// (`ends`: a buffer for their end times).
+fn shortest_first(solos: &mut [f64], machines: usize, ends: &mut Vec<f64>) -> f64 {
     solos.sort_by(f64::total_cmp);
     // The k-th job ends after itself and the jobs k - m, k - 2m, ... before it on its machine.
-    let mut ends: Vec<f64> = Vec::with_capacity(solos.len());
+    ends.clear();
     for (k, solo) in solos.iter().enumerate() {
-        ends.push(solo + if k >= machines { ends[k - machines] } else { 0.0 });
+        let end = solo + if k >= machines { ends[k - machines] } else { 0.0 };
+        ends.push(end);
     }
     ends.iter().sum()
 }

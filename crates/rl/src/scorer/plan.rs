@@ -170,11 +170,24 @@ fn view_jobs<'v>(view: &'v ClusterView<'_>) -> impl Iterator<Item = (JobId, &'v 
 }
 
 /// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
-#[derive(Debug)]
 pub struct PlanPolicy {
     base: ScorerPolicy,
     config: PlanConfig,
+    /// The rules ([`dqngpu_policy::RIVALS`], by index) under the caller's interference model
+    /// and budget, built once: every rule future plays one of them.
+    rules: Vec<Option<Box<dyn Policy>>>,
     promise: Mutex<Promise>,
+}
+
+impl std::fmt::Debug for PlanPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rules: Vec<&str> = self.rules.iter().flatten().map(|r| r.name()).collect();
+        f.debug_struct("PlanPolicy")
+            .field("base", &self.base)
+            .field("config", &self.config)
+            .field("rules", &rules)
+            .finish()
+    }
 }
 
 impl Clone for PlanPolicy {
@@ -188,7 +201,13 @@ impl PlanPolicy {
     /// Searches over `base` (which carries the caller's budget and interference model: the
     /// futures are played out under them).
     pub fn new(base: ScorerPolicy, config: PlanConfig) -> Self {
-        PlanPolicy { base, config, promise: Mutex::new(Promise::default()) }
+        let caller = base.caller();
+        let (model, admission) = (Some(Arc::clone(&caller.model)), caller.admission());
+        let rules = dqngpu_policy::RIVALS
+            .iter()
+            .map(|name| dqngpu_policy::by_name_within(name, 1, model.clone(), admission.clone()).ok())
+            .collect();
+        PlanPolicy { base, config, rules, promise: Mutex::new(Promise::default()) }
     }
 
     fn caller(&self) -> &Caller {
@@ -196,17 +215,15 @@ impl PlanPolicy {
     }
 
     /// The rule `RIVALS[i]`, under the caller's interference model and budget.
-    fn rule(&self, i: usize) -> Option<Box<dyn Policy>> {
-        let name = dqngpu_policy::RIVALS.get(i)?;
-        let caller = self.caller();
-        dqngpu_policy::by_name_within(name, 1, Some(Arc::clone(&caller.model)), caller.admission()).ok()
+    fn rule(&self, i: usize) -> Option<&dyn Policy> {
+        self.rules.get(i)?.as_deref()
     }
 
     /// The future of taking `decision` whole at `sim`'s moment, `then` deciding the rest.
     fn play(&self, sim: &Simulator, decision: Vec<Placement>, then: Then, row: Option<usize>) -> Option<Future> {
         let end = match then {
             Then::Scorer => train::play_out_placed(sim, &decision, true, &self.base).ok()?,
-            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?.as_ref()).ok()?,
+            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?).ok()?,
         };
         Some(Future { decision, then, end, row })
     }
