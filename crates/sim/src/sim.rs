@@ -49,6 +49,10 @@ pub enum TickTrigger {
     Always,
 }
 
+/// [`Simulator::play_out_while`] asks whether to go on at every decision and at least once
+/// per this many steps (a check costs about what a step does).
+pub const KEEP_CHECK_STEPS: u32 = 16;
+
 /// How the simulator steps and when it asks for decisions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -356,6 +360,63 @@ impl Simulator {
             self.step();
         }
         Ok(self.finish())
+    }
+
+    /// [`Simulator::play_out`], abandoned as soon as `keep` says no: `keep` is asked at every
+    /// decision of the run and every [`KEEP_CHECK_STEPS`] steps between. `Ok(None)`: abandoned.
+    /// A search that needs only the cheapest of several futures abandons those whose
+    /// [`Simulator::cost_floor`] already passes the cheapest seen.
+    ///
+    /// Errors: as [`Simulator::apply`].
+    pub fn play_out_while(
+        mut self,
+        policy: &dyn dqngpu_model::Policy,
+        mut keep: impl FnMut(&Simulator) -> bool,
+    ) -> Result<Option<SimResult>, SimError> {
+        let mut since_check = 0;
+        while !self.done() {
+            let deciding = self.needs_decision();
+            if deciding || since_check >= KEEP_CHECK_STEPS {
+                since_check = 0;
+                if !keep(&self) {
+                    return Ok(None);
+                }
+            }
+            if deciding {
+                let d = policy.decide(&self.view());
+                self.apply(&d)?;
+            }
+            self.step();
+            since_check += 1;
+        }
+        Ok(Some(self.finish()))
+    }
+
+    /// What no run on from this moment can beat: (mean JCT, makespan), s, where every
+    /// unfinished job runs at full speed from now (a running job for the rest of its profile, a
+    /// waiting or future one from now or its submission, for its whole profile) and nothing
+    /// waits. Rates never exceed 1 and an OOM kill only adds work, so [`Simulator::finish`]'s
+    /// `mean_jct_s` and `makespan_s` of any continuation are at least these, for every model
+    /// whose rates are at most 1. (The mean-JCT bound's memory terms, tried for the jobs not
+    /// running, abandoned no more futures on the thesis's apps and cost more per check.)
+    pub fn cost_floor(&self) -> (f64, f64) {
+        // A running job's progress is in its GPU's list, at its slot in the book.
+        let rest = |i: usize, g: usize| {
+            let slot = self.books[g].slots.iter().position(|&k| k == i)?;
+            Some(self.gpus[g].running[slot].remaining_s())
+        };
+        let (mut total, mut makespan) = (0.0, 0.0f64);
+        for (i, j) in self.jobs.iter().enumerate() {
+            let end = match (j.finish_s, j.gpu.and_then(|g| rest(i, g))) {
+                (Some(f), _) => f,
+                (None, Some(rest)) => self.now_s + rest,
+                (None, None) => self.now_s.max(j.submit_s) + j.profile.solo_s(),
+            };
+            total += end - j.submit_s;
+            makespan = makespan.max(end);
+        }
+        let n = self.jobs.len();
+        (if n == 0 { 0.0 } else { total / n as f64 }, makespan)
     }
 
     /// A copy from this moment that knows only the jobs submitted so far: the jobs still to

@@ -799,6 +799,33 @@ mod memory_property {
         }
 
         #[test]
+        fn no_run_on_from_a_moment_beats_its_cost_floor_and_a_run_kept_is_a_run(
+            (lib, set, gpus, policy, fair) in arb_case(),
+            cut in 0.0f64..40.0,
+        ) {
+            let (p, _, _, sim) = cut_short(&lib, &set, gpus, policy, fair, cut);
+            let (jct, makespan) = sim.cost_floor();
+            // Asked at every decision and every few steps: abandoned at the first no.
+            let mut asked = 0;
+            let abandoned = sim.clone().play_out_while(p.as_ref(), |_| { asked += 1; false }).unwrap();
+            prop_assert!(asked <= 1);
+            prop_assert_eq!(abandoned.is_none(), asked == 1, "abandoned exactly when asked");
+            // Kept to the end, it is the run itself, and no floor along the way passes its end.
+            let mut floors = Vec::new();
+            let kept = sim.clone().play_out_while(p.as_ref(), |s| { floors.push(s.cost_floor()); true }).unwrap();
+            prop_assert!(kept.is_some());
+            let kept = kept.unwrap();
+            let mut plain = sim.clone();
+            prop_assert!(drive(&mut plain, p.as_ref(), f64::INFINITY));
+            prop_assert_eq!(&kept, &plain.finish());
+            prop_assert!(kept.completed);
+            for (j, m) in floors.into_iter().chain([(jct, makespan)]) {
+                prop_assert!(kept.mean_jct_s >= j - 1e-9 * j.abs().max(1.0), "mean JCT {} under its floor {j}", kept.mean_jct_s);
+                prop_assert!(kept.makespan_s >= m - 1e-9 * m.abs().max(1.0), "makespan {} under its floor {m}", kept.makespan_s);
+            }
+        }
+
+        #[test]
         fn a_simulation_from_a_view_plays_out_as_the_simulator_it_was_taken_from(
             (lib, set, gpus, policy, fair) in arb_case(),
             cut in 0.0f64..40.0,

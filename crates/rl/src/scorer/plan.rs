@@ -18,6 +18,7 @@
 //! It costs milliseconds per decision where the scorer alone costs a tenth of one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dqngpu_model::{ClusterView, JobId, Placement, Policy};
@@ -95,6 +96,34 @@ fn cheapest_index<'a>(ends: impl IntoIterator<Item = &'a SimResult>, guard: Opti
         }
     }
     best.map(|b| b.1)
+}
+
+/// A future is abandoned once its cost floor ([`Simulator::cost_floor`]) passes the cheapest
+/// future played out so far by this share. Far wider than [`TIE`], so an abandoned future could
+/// neither have been taken nor have changed which of the others is (the pick stays the same).
+const PRUNE: f64 = 1e-6;
+
+/// The lowest cost of the futures of one choice played out so far (shared by the futures
+/// played side by side; costs are never negative, so their bits order as the numbers do).
+#[derive(Debug)]
+struct Incumbent(AtomicU64);
+
+impl Incumbent {
+    /// None played yet: nothing is abandoned.
+    fn none() -> Self {
+        Incumbent(AtomicU64::new(f64::INFINITY.to_bits()))
+    }
+
+    fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Takes `c` if it is lower (a NaN or negative cost is not taken).
+    fn lower(&self, c: f64) {
+        if c >= 0.0 {
+            self.0.fetch_min(c.to_bits(), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Who decides after a future's first decision: the scorer, or one of the rules
@@ -221,10 +250,30 @@ impl PlanPolicy {
 
     /// The future of taking `decision` whole at `sim`'s moment, `then` deciding the rest.
     fn play(&self, sim: &Simulator, decision: Vec<Placement>, then: Then, row: Option<usize>) -> Option<Future> {
-        let end = match then {
-            Then::Scorer => train::play_out_placed(sim, &decision, true, &self.base).ok()?,
-            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?).ok()?,
+        self.play_below(sim, decision, then, row, None, &Incumbent::none())
+    }
+
+    /// [`PlanPolicy::play`], abandoned (`None`) once its cost under `guard` can no longer come
+    /// within [`PRUNE`] of `incumbent`; a future played to the end lowers `incumbent` to its
+    /// cost.
+    fn play_below(
+        &self,
+        sim: &Simulator,
+        decision: Vec<Placement>,
+        then: Then,
+        row: Option<usize>,
+        guard: Option<&train::Guard>,
+        incumbent: &Incumbent,
+    ) -> Option<Future> {
+        let keep = |s: &Simulator| {
+            let (jct, makespan) = s.cost_floor();
+            jct + guard.map_or(0.0, |g| g.penalty(makespan)) <= incumbent.get() * (1.0 + PRUNE)
         };
+        let end = match then {
+            Then::Scorer => train::play_out_placed_while(sim, &decision, true, &self.base, keep).ok()??,
+            Then::Rule(i) => train::play_out_placed_while(sim, &decision, true, self.rule(i)?, keep).ok()??,
+        };
+        incumbent.lower(cost(guard, &end));
         Some(Future { decision, then, end, row })
     }
 
@@ -328,13 +377,10 @@ impl Policy for PlanPolicy {
                 }
                 candidates.push((d, Then::Scorer, Some(r)));
             }
-            // Side by side; a future that fails (a fault the simulator reports) is not taken.
-            let mut futures: Vec<Future> = prior.into_iter().collect();
-            let played: Vec<Future> =
-                candidates.into_par_iter().filter_map(|(d, then, row)| self.play(&sim, d, then, row)).collect();
-            futures.extend(played);
             // The rules are played once an epoch, at its first choice: their futures are
             // candidates there, so the plan's promise is never worse than the best rule's.
+            // (Played before the rows, whose futures are charged by the guard they set.)
+            let mut rule_futures = Vec::new();
             if weight > 0.0 && promise.refs.is_none() {
                 let rules = self.rules_futures(&sim);
                 let best = train::Guard::best_of(rules.iter().map(|f| &f.end), weight);
@@ -347,11 +393,22 @@ impl Policy for PlanPolicy {
                         }
                     });
                 if first {
-                    futures.extend(rules);
+                    rule_futures = rules;
                 }
             }
             first = false;
             let guard = promise.refs.map(|r| r.guard(weight, jobs)); // refs are taken only with a weight
+                                                                     // Side by side; a future that fails (a fault the simulator reports) is not taken,
+                                                                     // and one that can no longer be the cheapest is abandoned on the way.
+            let incumbent = Incumbent::none();
+            prior.iter().chain(&rule_futures).for_each(|f| incumbent.lower(cost(guard.as_ref(), &f.end)));
+            let mut futures: Vec<Future> = prior.into_iter().collect();
+            let played: Vec<Future> = candidates
+                .into_par_iter()
+                .filter_map(|(d, then, row)| self.play_below(&sim, d, then, row, guard.as_ref(), &incumbent))
+                .collect();
+            futures.extend(played);
+            futures.extend(rule_futures);
             let Some(best) = cheapest_index(futures.iter().map(|f| &f.end), guard.as_ref()) else {
                 // No future to weigh: the scorer's own row (nothing was taken before).
                 return Some(best_row(&scores));
@@ -420,6 +477,44 @@ mod tests {
         let guard = train::Guard { jct: 100.0, makespan: 500.0, weight: 1.0 };
         assert_eq!(cheapest(&f, None), Some(1));
         assert_eq!(cheapest(&f, Some(&guard)), Some(0));
+    }
+
+    #[test]
+    fn a_future_is_abandoned_only_when_it_costs_more_than_the_cheapest_played() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let cluster = ClusterSpec::parse_gpus("titanxp:2").unwrap();
+        let model: Arc<dyn dqngpu_interference::Interference> =
+            Arc::from(dqngpu_interference::by_name("contention").unwrap());
+        let plan = PlanPolicy::new(ScorerPolicy::untrained(&[16], 7).unwrap(), PlanConfig::default());
+        let mut abandoned = 0;
+        for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
+            let set = dqngpu_sim::draw(&lib, class, 8, 40 + k as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+            let sim = Simulator::new(&cluster, &lib, &set, model.clone(), SimConfig::default()).unwrap();
+            let guard = train::Guard { jct: 300.0, makespan: 900.0, weight: 2.0 };
+            for guard in [None, Some(&guard)] {
+                // Each rule's decision, then the scorer or the rule itself deciding the rest.
+                let futures: Vec<(Vec<Placement>, Then)> = (0..dqngpu_policy::RIVALS.len())
+                    .filter_map(|i| Some((plan.decision_of(&sim, Then::Rule(i))?, i)))
+                    .flat_map(|(d, i)| [(d.clone(), Then::Scorer), (d, Then::Rule(i))])
+                    .collect();
+                let whole: Vec<Future> =
+                    futures.iter().map(|(d, then)| plan.play(&sim, d.clone(), *then, None).unwrap()).collect();
+                let least = whole.iter().map(|f| cost(guard, &f.end)).fold(f64::INFINITY, f64::min);
+                let incumbent = Incumbent::none();
+                incumbent.lower(least);
+                for ((d, then), w) in futures.into_iter().zip(&whole) {
+                    match plan.play_below(&sim, d, then, None, guard, &incumbent) {
+                        Some(f) => assert_eq!(f.end, w.end, "a future played to the end is the future"),
+                        None => {
+                            abandoned += 1;
+                            assert!(cost(guard, &w.end) > least * (1.0 + PRUNE), "{} vs {least}", cost(guard, &w.end));
+                        }
+                    }
+                }
+                assert_eq!(incumbent.get(), least, "the cheapest stays the incumbent");
+            }
+        }
+        assert!(abandoned > 0, "no future was dear enough to abandon: the check proves nothing");
     }
 
     #[test]

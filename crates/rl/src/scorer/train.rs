@@ -456,6 +456,23 @@ pub fn play_out_placed(
     hold: bool,
     base: &dyn Policy,
 ) -> Result<SimResult, RlError> {
+    Ok(placed(sim, now, hold, base)?.play_out(base)?)
+}
+
+/// [`play_out_placed`], abandoned (`Ok(None)`) as soon as `keep` says no
+/// ([`Simulator::play_out_while`]).
+pub fn play_out_placed_while(
+    sim: &Simulator,
+    now: &[Placement],
+    hold: bool,
+    base: &dyn Policy,
+    keep: impl FnMut(&Simulator) -> bool,
+) -> Result<Option<SimResult>, RlError> {
+    Ok(placed(sim, now, hold, base)?.play_out_while(base, keep)?)
+}
+
+/// A copy of `sim` one step after taking `now` (and, unless `hold`, what `base` adds).
+fn placed(sim: &Simulator, now: &[Placement], hold: bool, base: &dyn Policy) -> Result<Simulator, RlError> {
     let mut s = sim.clone();
     s.apply(now)?;
     if !hold {
@@ -465,7 +482,7 @@ pub fn play_out_placed(
         }
     }
     s.step();
-    Ok(s.play_out(base)?)
+    Ok(s)
 }
 
 /// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the
