@@ -267,7 +267,9 @@ impl PlanPolicy {
     ) -> Option<Future> {
         let keep = |s: &Simulator| {
             let (jct, makespan) = s.cost_floor();
-            jct + guard.map_or(0.0, |g| g.penalty(makespan)) <= incumbent.get() * (1.0 + PRUNE)
+            let floor = jct + guard.map_or(0.0, |g| g.penalty(makespan));
+            // A floor that is no number abandons nothing.
+            floor.is_nan() || floor <= incumbent.get() * (1.0 + PRUNE)
         };
         let end = match then {
             Then::Scorer => train::play_out_placed_while(sim, &decision, true, &self.base, keep).ok()??,
