@@ -151,6 +151,10 @@ struct GpuBook {
     /// `rates` hold the model's answer for the current jobs and demands. The model is a pure
     /// function of them, so while they stay the same the rates are reused (same results).
     rates_valid: bool,
+    /// (job-table index, restarts) of a job that, alone here, the model answers exactly 1.0
+    /// for at every demand left in its profile ([`Interference::alone_at_full_speed`] over its
+    /// suffix peak): while it runs alone its rate is 1.0 without asking the model again.
+    alone_at_full_speed: Option<(usize, u32)>,
 }
 
 /// A fault a step recorded, returned by the next `apply`.
@@ -445,6 +449,7 @@ impl Simulator {
         sim.index_of = sim.jobs.iter().enumerate().map(|(k, j)| (j.id, k)).collect();
         for book in &mut sim.books {
             book.slots.iter_mut().for_each(|j| *j = new_index[*j]);
+            book.alone_at_full_speed = None; // keyed by the old indices
         }
         sim
     }
@@ -618,6 +623,20 @@ impl Simulator {
         }
         book.rates_valid = true;
         book.rates.resize(n, 1.0);
+        if n == 1 {
+            // Alone: the model's answer, once known to be exactly 1.0 for the rest of the run.
+            let j = &jobs[book.slots[0]];
+            let key = (book.slots[0], j.restarts);
+            if book.alone_at_full_speed != Some(key)
+                && self.interference.alone_at_full_speed(&gpu.spec, &j.profile.peak_from(j.sample))
+            {
+                book.alone_at_full_speed = Some(key);
+            }
+            if book.alone_at_full_speed == Some(key) {
+                book.rates[0] = 1.0;
+                return finish_times(&book.rates, &gpu.running, &mut book.t_finish);
+            }
+        }
         let zero = Resources::ZERO;
         let dummy = JobLoad { app: "", demand: &zero };
         let load = |k: usize| {

@@ -606,6 +606,35 @@ fn same_seed_same_result() {
     }
 }
 
+/// The contention model, less its promise that a job alone runs at full speed: the simulator
+/// asks it at every change of demand.
+struct AskAlways(dqngpu_interference::Contention);
+impl Interference for AskAlways {
+    fn name(&self) -> &str {
+        "contention"
+    }
+    fn rates(&self, gpu: &GpuSpec, jobs: &[JobLoad<'_>], rates: &mut [f64]) {
+        self.0.rates(gpu, jobs, rates)
+    }
+}
+
+#[test]
+fn a_job_alone_at_full_speed_ends_as_if_the_model_were_asked_at_every_step() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let contention = || dqngpu_interference::Contention::new(dqngpu_interference::ContentionParams::FITTED);
+    for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
+        let set = draw(&lib, class, 12, 70 + k as u64, Arrivals::Poisson { rate_per_s: 0.02 }).unwrap();
+        for name in ["sjf", "bestfit", "greedy"] {
+            let p = dqngpu_policy::by_name(name, 5).unwrap();
+            let trusted = simulate(p.as_ref(), &lib, &set, 2, Arc::new(contention())).unwrap();
+            let asked = simulate(p.as_ref(), &lib, &set, 2, Arc::new(AskAlways(contention()))).unwrap();
+            // Every finish time, event and metric the same, bit for bit.
+            assert_eq!(trusted, asked, "{name} on {class:?}");
+            assert!(trusted.completed);
+        }
+    }
+}
+
 // ---------------------------------------------------------------- memory from the event log
 
 /// Replays an event log: the jobs on each GPU follow start / finish / oom events; every
