@@ -399,9 +399,10 @@ impl Policy for PlanPolicy {
                 }
             }
             first = false;
-            let guard = promise.refs.map(|r| r.guard(weight, jobs)); // refs are taken only with a weight
-                                                                     // Side by side; a future that fails (a fault the simulator reports) is not taken,
-                                                                     // and one that can no longer be the cheapest is abandoned on the way.
+            // The references are taken only with a weight.
+            let guard = promise.refs.map(|r| r.guard(weight, jobs));
+            // Side by side; a future that fails (a fault the simulator reports) is not taken,
+            // and one that can no longer be the cheapest is abandoned on the way.
             let incumbent = Incumbent::none();
             prior.iter().chain(&rule_futures).for_each(|f| incumbent.lower(cost(guard.as_ref(), &f.end)));
             let mut futures: Vec<Future> = prior.into_iter().collect();
