@@ -137,25 +137,23 @@ pub fn entries(rows: &[SummaryRow]) -> Vec<Entry> {
 /// The (cell, class) pairs of `entries`, in order, each with whether some heuristic is within
 /// issue 10's lines there.
 pub fn pairs(entries: &[Entry]) -> Vec<(&str, &str, bool)> {
-    let mut out: Vec<(&str, &str, bool)> = Vec::new();
-    for e in entries {
-        if !out.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
-            out.push((&e.cell, &e.class, e.a_rule_within));
-        }
-    }
-    out
+    first_of_each_pair(entries).map(|e| (e.cell.as_str(), e.class.as_str(), e.a_rule_within)).collect()
 }
 
 /// The (cell, class) pairs of `entries` where no policy can have a mean JCT 5% below the best
 /// heuristic's: the best heuristic is within 5% of the mean-JCT lower bound there.
 pub fn pairs_without_room(entries: &[Entry]) -> Vec<(&str, &str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for e in entries.iter().filter(|e| !e.room_for_5pct()) {
-        if !out.iter().any(|p| p.0 == e.cell && p.1 == e.class) {
-            out.push((&e.cell, &e.class));
-        }
-    }
-    out
+    first_of_each_pair(entries).filter(|e| !e.room_for_5pct()).map(|e| (e.cell.as_str(), e.class.as_str())).collect()
+}
+
+/// The first entry of each (cell, class), in order of appearance: what is said of a pair
+/// (whether a rule is within the lines, the room) is the same in all its entries.
+fn first_of_each_pair(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
+    entries
+        .iter()
+        .enumerate()
+        .filter(move |&(k, e)| !entries[..k].iter().any(|o| o.cell == e.cell && o.class == e.class))
+        .map(|(_, e)| e)
 }
 
 /// A policy over every (cell, class): means of its ratios and how often it meets issue 10's

@@ -411,10 +411,12 @@ impl Simulator {
         };
         let (mut total, mut makespan) = (0.0, 0.0f64);
         for (i, j) in self.jobs.iter().enumerate() {
-            let end = match (j.finish_s, j.gpu.and_then(|g| rest(i, g))) {
-                (Some(f), _) => f,
-                (None, Some(rest)) => self.now_s + rest,
-                (None, None) => self.now_s.max(j.submit_s) + j.profile.solo_s(),
+            let end = match j.finish_s {
+                Some(f) => f,
+                None => match j.gpu.and_then(|g| rest(i, g)) {
+                    Some(rest) => self.now_s + rest,
+                    None => self.now_s.max(j.submit_s) + j.profile.solo_s(),
+                },
             };
             total += end - j.submit_s;
             makespan = makespan.max(end);

@@ -249,8 +249,14 @@ impl PlanPolicy {
     }
 
     /// The future of taking `decision` whole at `sim`'s moment, `then` deciding the rest.
+    /// Played whole (the rules' runs, whose ends are the guard's references): no floor is
+    /// checked on the way.
     fn play(&self, sim: &Simulator, decision: Vec<Placement>, then: Then, row: Option<usize>) -> Option<Future> {
-        self.play_below(sim, decision, then, row, None, &Incumbent::none())
+        let end = match then {
+            Then::Scorer => train::play_out_placed(sim, &decision, true, &self.base).ok()?,
+            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?).ok()?,
+        };
+        Some(Future { decision, then, end, row })
     }
 
     /// [`PlanPolicy::play`], abandoned (`None`) once its cost under `guard` can no longer come
