@@ -340,8 +340,7 @@ fn oom_kill_puts_the_pair_on_the_avoid_list() {
 }
 
 proptest::proptest! {
-    // CI runs the default count; PROPTEST_CASES=N runs a longer fuzz campaign.
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64), ..proptest::prelude::ProptestConfig::default() })]
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: dqngpu_model::testing::cases_or(64), ..proptest::prelude::ProptestConfig::default() })]
     #[test]
     fn no_body_crashes_the_extender(body in proptest::prelude::any::<Vec<u8>>(), route in 0usize..3, json_like in proptest::prelude::any::<bool>()) {
         let cluster = Arc::new(Cluster::new(StateConfig::default(), Arc::new(Profiles::default())));

@@ -22,6 +22,8 @@ pub mod library;
 pub mod policy;
 pub mod profile;
 pub mod resources;
+#[doc(hidden)]
+pub mod testing;
 
 pub use cluster::{ClusterSpec, GpuSlot, NodeSpec};
 pub use error::{Location, ModelError, Result};

@@ -80,8 +80,7 @@ fn apply(text: &str, d: &Damage) -> String {
 }
 
 proptest! {
-    // CI runs the default count; PROPTEST_CASES=N runs a longer fuzz campaign.
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: dqngpu_model::testing::cases_or(200), ..ProptestConfig::default() })]
 
     #[test]
     fn never_panics_on_arbitrary_text(s in "\\PC{0,400}", f in 0usize..3, gpu in proptest::option::of(0u32..3)) {

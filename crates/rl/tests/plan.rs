@@ -143,7 +143,7 @@ fn the_plan_costs_no_more_than_the_cheapest_rule_where_nothing_arrives() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(dqngpu_model::testing::cases_or(32)))]
     /// The same, over random job sets of three libraries (the thesis's, Lucid's on an RTX
     /// 3090, a generated one), clusters of one or two GPUs (every job known at t = 0), rows
     /// per choice and guard weights: the promise holds wherever nothing arrives.

@@ -368,7 +368,7 @@ mod liveness {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: dqngpu_model::testing::cases_or(32), failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
         fn every_simulation_of_every_policy_finishes(c in case(), which in 0usize..AGENTS + dqngpu_policy::NAMES.len()) {
             finishes(c, which)?;

@@ -758,7 +758,7 @@ mod memory_property {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: dqngpu_model::testing::cases_or(96), failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
         fn no_gpu_ever_holds_more_memory_than_it_has((lib, set, gpus, policy, fair) in arb_case()) {
             // Every heuristic, plus a packer that ignores future memory growth (it provokes OOM kills).
@@ -802,7 +802,14 @@ mod memory_property {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+        // About one case in three ends before its cut and is rejected (`prop_assume!`): the
+        // reject limit grows with the case count, so a long campaign is not cut short by it.
+        #![proptest_config(ProptestConfig {
+            cases: dqngpu_model::testing::cases_or(64),
+            max_global_rejects: 4 * dqngpu_model::testing::cases_or(64).max(256),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
         #[test]
         fn a_copy_without_future_arrivals_finishes_exactly_the_jobs_submitted_by_then(
             (lib, set, gpus, policy, fair) in arb_case(),

@@ -157,8 +157,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 }
 
 proptest! {
-    // CI runs the default count; PROPTEST_CASES=N runs a longer fuzz campaign.
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(96), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: dqngpu_model::testing::cases_or(96), ..ProptestConfig::default() })]
     /// Random bodies (JSON-shaped or raw bytes) never get a 5xx, and every error is JSON.
     #[test]
     fn random_bodies_never_break_the_api(body in prop_oneof![

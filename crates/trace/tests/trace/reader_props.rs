@@ -7,8 +7,7 @@ const POD_HEADER: &str =
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time";
 
 proptest! {
-    // CI runs the default count; PROPTEST_CASES=N runs a longer fuzz campaign.
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: dqngpu_model::testing::cases_or(512), ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_text_never_panics(text in any::<String>()) {

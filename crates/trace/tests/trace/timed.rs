@@ -186,7 +186,7 @@ fn node_share_keeps_every_model() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(dqngpu_model::testing::cases_or(64)))]
 
     /// Any small pod list on a small cluster under any policy: every pod that fits the empty
     /// cluster is placed, waits are never negative, allocation stays within capacity.
