@@ -132,6 +132,9 @@ impl Placer {
         let mut p =
             Placer { core, policy, rx, running: BTreeMap::new(), monitor, measured: vec![None; n], last_queued: 0 };
         p.recover()?;
+        // The API answers before the loop's first pass: it sees the GPUs, the policy and the
+        // re-adopted runs from the start, not an empty cluster.
+        p.publish();
         Ok(p)
     }
 

@@ -66,6 +66,17 @@ async fn cancel_stops_a_running_job_and_a_queued_one() {
     t.service.stop().await;
 }
 
+/// On a current-thread runtime the placement loop has not run yet when the first request is
+/// answered: the cluster must already show its GPUs and its policy.
+#[tokio::test(flavor = "current_thread")]
+async fn the_cluster_is_shown_before_the_loop_first_runs() {
+    let t = start("titanxp:2", "tetris");
+    let (s, v) = call(&t.router, "GET", "/v1/cluster", None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["policy"], "tetris", "{v}");
+    assert_eq!(v["gpus"].as_array().map(Vec::len), Some(2), "{v}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_metrics_and_health_answer() {
     let t = start("titanxp:2", "tetris");
