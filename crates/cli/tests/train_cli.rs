@@ -97,6 +97,28 @@ fn scheduler_names_ignore_case_with_a_model() {
     assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("deeprm-max"), "{err}");
 }
 
+/// A job count of 0, past the cap or not a number is refused by every command that draws
+/// job sets, naming the flag (exit 2), before any work.
+#[test]
+fn job_counts_out_of_range_are_refused_naming_the_flag() {
+    let d = test_dir("counts");
+    let cases: [(&[&str], &str); 4] = [
+        (&["simulate", "--n-jobs"], "--n-jobs"),
+        (&["bench", "--n-jobs"], "--n-jobs"),
+        (&["workload", "--jobs"], "--jobs"),
+        (&["train", "-o", "m.safetensors", "--jobs"], "--jobs"),
+    ];
+    for (args, flag) in cases {
+        for bad in ["0", "1000001", "1000000000000", "ten"] {
+            let o = Command::new(BIN).current_dir(&d).args(args).arg(bad).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?} {bad}: {err}");
+            assert!(err.contains(flag) && err.contains(bad) && err.contains("1 to 1000000"), "{args:?} {bad}: {err}");
+        }
+    }
+    assert!(!d.join("m.safetensors").exists(), "nothing trained");
+}
+
 /// Issue 10: `train --iterations 0 -o M` writes the untrained agent (same architecture and
 /// masks as a trained one), `simulate --model M` loads it, and with the liveness rule it
 /// finishes the case that stalled a trained agent (gpu_heavy, seed 1003, 4 x 2 Titan Xp,

@@ -29,4 +29,4 @@ pub use metrics::{
 };
 pub use sim::{run, SimConfig, Simulator, TickTrigger, KEEP_CHECK_STEPS};
 pub use step::RATE_FLOOR;
-pub use workload::{draw, Arrivals, DEFAULT_JOBS};
+pub use workload::{draw, Arrivals, DEFAULT_JOBS, MAX_DRAWN_JOBS};

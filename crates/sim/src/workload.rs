@@ -8,6 +8,11 @@ use rand_chacha::ChaCha8Rng;
 /// The thesis's job-set size.
 pub const DEFAULT_JOBS: usize = 30;
 
+/// The most jobs one drawn set may hold: far past any cluster trace here (Alibaba's has about
+/// 8,000 pods), and small enough that a typo (`--n-jobs 1000000000`) is refused at once
+/// instead of filling memory.
+pub const MAX_DRAWN_JOBS: usize = 1_000_000;
+
 /// When the jobs of a drawn set are submitted.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Arrivals {
@@ -38,7 +43,10 @@ pub fn draw(
         ModelError::invalid(Location { field: Some(field.to_string()), ..Default::default() }, msg)
     };
     if n_jobs == 0 {
-        return Err(bad("--jobs", "a job set needs at least one job".into()));
+        return Err(bad("jobs", "a job set needs at least one job".into()));
+    }
+    if n_jobs > MAX_DRAWN_JOBS {
+        return Err(bad("jobs", format!("at most {MAX_DRAWN_JOBS} jobs can be drawn, got {n_jobs}")));
     }
     if let Arrivals::Poisson { rate_per_s } = arrivals {
         if !(rate_per_s.is_finite() && rate_per_s > 0.0) {

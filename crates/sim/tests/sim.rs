@@ -575,6 +575,9 @@ fn draw_is_seeded_and_uses_only_class_members() {
     assert_eq!(apps.len(), 2, "both members drawn in 30 jobs");
     assert!(draw(&lib, WorkloadClass::MemHeavy, 0, 1, Arrivals::AllAtZero).is_err());
     assert!(draw(&lib, WorkloadClass::Random, 3, 1, Arrivals::Poisson { rate_per_s: -1.0 }).is_err());
+    // A count past the cap is refused before anything is drawn (a typo must not fill memory).
+    let e = draw(&lib, WorkloadClass::Random, dqngpu_sim::MAX_DRAWN_JOBS + 1, 1, Arrivals::AllAtZero).unwrap_err();
+    assert!(e.to_string().contains("at most 1000000 jobs"), "{e}");
 }
 
 #[test]

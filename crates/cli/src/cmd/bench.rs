@@ -27,8 +27,8 @@ pub struct Args {
     /// Workload class to draw.
     #[arg(long, default_value = "random")]
     pub workload: String,
-    /// Jobs to draw.
-    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    /// Jobs to draw (1 to 1,000,000).
+    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count)]
     pub n_jobs: usize,
     /// Seed of the workload.
     #[arg(long, default_value_t = 0)]

@@ -73,6 +73,16 @@ impl PlanArgs {
     }
 }
 
+/// Parses a count of jobs to draw (`--n-jobs`, `workload --jobs`): a whole number from 1 to
+/// [`dqngpu_sim::MAX_DRAWN_JOBS`] (clap names the flag in the error).
+pub fn parse_job_count(s: &str) -> Result<usize, String> {
+    let max = dqngpu_sim::MAX_DRAWN_JOBS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number of jobs from 1 to {max}")),
+    }
+}
+
 /// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.
 pub fn parse_max_slowdown(s: &str) -> anyhow::Result<Option<f64>> {
     match s.trim() {

@@ -33,8 +33,8 @@ pub struct Args {
     /// Seed of the drawn workload and of the `random` scheduler.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Jobs to draw with `--workload`.
-    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    /// Jobs to draw with `--workload` (1 to 1,000,000).
+    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count)]
     pub n_jobs: usize,
     /// Poisson arrivals at this rate (jobs per second) for a drawn workload; default all at t = 0.
     #[arg(long)]

@@ -38,8 +38,8 @@ pub struct Args {
     /// --add-to-defaults, beside the default distribution.
     #[arg(long)]
     library: Option<String>,
-    /// Jobs per training job set (default 30).
-    #[arg(long)]
+    /// Jobs per training job set (default 30; 1 to 1,000,000).
+    #[arg(long, value_parser = super::parse_job_count)]
     jobs: Option<usize>,
     /// Poisson arrivals at this rate (jobs/s) in the training job sets (scorer only); default:
     /// all jobs at t = 0, the thesis's setting.

@@ -12,8 +12,8 @@ pub struct Args {
     /// Workload class: gpu_heavy, gpu_light, mem_heavy, mem_light or random.
     #[arg(long, default_value = "random")]
     pub class: String,
-    /// Number of jobs.
-    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    /// Number of jobs (1 to 1,000,000).
+    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count)]
     pub jobs: usize,
     /// Seed of every random choice (apps and arrival times).
     #[arg(long, default_value_t = 0)]
