@@ -1,6 +1,6 @@
-//! `dqngpu train` with the real binary: the thesis agent's slowdown guard reaches the
-//! checkpoint, a bad value is refused naming the flag, and the default scorer trains, saves,
-//! loads and places.
+//! `dqngpu train` (and `deeprm`) with the real binary: the thesis agent's slowdown guard
+//! reaches the checkpoint, bad values and sizes are refused naming them before any work, and
+//! the default scorer trains, saves, loads and places.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -117,6 +117,61 @@ fn job_counts_out_of_range_are_refused_naming_the_flag() {
         }
     }
     assert!(!d.join("m.safetensors").exists(), "nothing trained");
+}
+
+/// Training settings that would train nothing useful or could not be allocated are refused
+/// before any work, naming what is wrong; nothing is written. (Before: `--lr nan` trained the
+/// scorer and silently kept its untrained weights; `--hidden 100000000000` and `--jobsets
+/// 100000000000` aborted on an allocation of terabytes; `--time-limit-s 0` was ignored.)
+#[test]
+fn training_settings_out_of_range_are_refused_before_any_work() {
+    let d = test_dir("settings");
+    let cases: [(&[&str], &str); 8] = [
+        (&["--lr", "nan"], "lr"),
+        (&["--lr", "0"], "lr"),
+        (&["--episodes", "0"], "episodes"),
+        (&["--jobsets-per-iter", "0"], "jobsets_per_iter"),
+        (&["--hidden", "100000000000"], "hidden"),
+        (&["--jobsets", "100000000000"], "--jobsets"),
+        (&["--time-limit-s", "0"], "--time-limit-s"),
+        (&["--algorithm", "thesis", "--horizon", "1000000000"], "time horizon"),
+    ];
+    for (args, named) in cases {
+        let o = Command::new(BIN)
+            .current_dir(&d)
+            .args(["train", "--iterations", "1", "--quiet", "-o", "m.safetensors"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(matches!(o.status.code(), Some(1 | 2)), "{args:?}: {:?} {err}", o.status);
+        assert!(err.contains(named), "{args:?}: {err}");
+        assert!(!d.join("m.safetensors").exists(), "{args:?} wrote a model");
+    }
+}
+
+/// `deeprm train` and `deeprm eval` refuse sizes that could not be allocated, naming them,
+/// before any work (before: each of these aborted on an allocation of terabytes).
+#[test]
+fn deeprm_sizes_out_of_range_are_refused_before_any_work() {
+    let d = test_dir("deeprm");
+    let huge = "100000000000";
+    let cases: [(&[&str], &str); 7] = [
+        (&["train", "-o", "d.safetensors", "--jobsets", huge], "at most 200000"),
+        (&["train", "-o", "d.safetensors", "--val-jobsets", huge], "at most 200000"),
+        (&["train", "-o", "d.safetensors", "--hidden", huge], "4096"),
+        (&["train", "-o", "d.safetensors", "--slots", huge], "at most 1000"),
+        (&["eval", "--simu-len", huge], "at most 10000"),
+        (&["eval", "--jobsets", huge], "--jobsets"),
+        (&["eval", "--tetris-knob", "nan"], "--tetris-knob"),
+    ];
+    for (args, named) in cases {
+        let o = Command::new(BIN).current_dir(&d).arg("deeprm").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(named) && !err.contains("memory allocation"), "{args:?}: {err}");
+        assert!(!d.join("d.safetensors").exists(), "{args:?} wrote a model");
+    }
 }
 
 /// Issue 10: `train --iterations 0 -o M` writes the untrained agent (same architecture and

@@ -100,6 +100,12 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most hidden layers, and the widest one, a network may have (`--hidden`): far past the
+/// shipped 32,16 and 20, and checked before any weight is allocated.
+pub const MAX_HIDDEN_LAYERS: usize = 16;
+/// See [`MAX_HIDDEN_LAYERS`].
+pub const MAX_HIDDEN_WIDTH: usize = 4096;
+
 impl TrainConfig {
     /// Checks the values are usable.
     pub fn validate(&self) -> Result<(), RlError> {
@@ -118,6 +124,9 @@ impl TrainConfig {
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
             return bad("hidden", "needs at least one layer, each of positive width");
+        }
+        if self.hidden.len() > MAX_HIDDEN_LAYERS || self.hidden.iter().any(|&w| w > MAX_HIDDEN_WIDTH) {
+            return bad("hidden", "at most 16 layers, each at most 4096 wide");
         }
         if self.max_steps < 1 {
             return bad("max_steps", "must be at least 1");
@@ -492,5 +501,24 @@ mod tests {
         assert_eq!(cos.progress(10, 1000, 500.0), 1.0);
         assert_eq!(Schedule::default().lr_at(2e-3, 0.7), 2e-3);
         assert!(Schedule { lr_final: Some(-1.0), ..cos }.validate().is_err());
+    }
+
+    #[test]
+    fn training_settings_out_of_range_are_refused_before_any_weight_is_made() {
+        let ok = TrainConfig::default();
+        assert!(ok.validate().is_ok());
+        let widest = TrainConfig { hidden: vec![MAX_HIDDEN_WIDTH; MAX_HIDDEN_LAYERS], ..ok.clone() };
+        assert!(widest.validate().is_ok());
+        for bad in [
+            TrainConfig { hidden: vec![MAX_HIDDEN_WIDTH + 1], ..ok.clone() },
+            TrainConfig { hidden: vec![4; MAX_HIDDEN_LAYERS + 1], ..ok.clone() },
+            TrainConfig { hidden: vec![], ..ok.clone() },
+            TrainConfig { lr: f64::NAN, ..ok.clone() },
+            TrainConfig { lr: 0.0, ..ok.clone() },
+            TrainConfig { episodes: 0, ..ok.clone() },
+            TrainConfig { jobsets_per_iter: 0, ..ok.clone() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?} accepted");
+        }
     }
 }

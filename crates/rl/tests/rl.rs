@@ -86,6 +86,23 @@ impl Task for BanditTask {
     }
 }
 
+/// An image side past the cap is refused by the encoding's check, before any image (or
+/// network input of that size) is allocated; the largest allowed side passes.
+#[test]
+fn an_encoding_past_the_image_cap_is_refused() {
+    let enc = GpuEncoding::new(AgentKind::Dqngpu);
+    let side = gpu::MAX_IMAGE_SIDE;
+    assert!(GpuEncoding { time_horizon: side, res_slots: side, ..enc.clone() }.validate().is_ok());
+    for bad in [
+        GpuEncoding { time_horizon: side + 1, ..enc.clone() },
+        GpuEncoding { res_slots: side + 1, ..enc.clone() },
+        GpuEncoding { time_horizon: 1_000_000_000, ..enc.clone() },
+    ] {
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("at most 200"), "{e}");
+    }
+}
+
 #[test]
 fn reinforce_learns_a_trivial_bandit() {
     for optimizer in [OptimizerKind::Rmsprop, OptimizerKind::Adam] {

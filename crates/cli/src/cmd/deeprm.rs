@@ -237,6 +237,12 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
 
 fn eval(a: EvalArgs) -> anyhow::Result<()> {
     let params = a.env.params()?;
+    if !(1..=deeprm::MAX_JOBSETS).contains(&a.jobsets) {
+        anyhow::bail!("--jobsets {}: expected 1 to {} evaluation job sets", a.jobsets, deeprm::MAX_JOBSETS);
+    }
+    if !a.tetris_knob.is_finite() {
+        anyhow::bail!("--tetris-knob {}: expected a number", a.tetris_knob);
+    }
     let sets = deeprm::job_sets(&params, a.seed, a.jobsets);
     let mut rows: Vec<(String, deeprm::EvalResult)> = Vec::new();
     if let Some(path) = &a.model {

@@ -73,14 +73,27 @@ impl PlanArgs {
     }
 }
 
-/// Parses a count of jobs to draw (`--n-jobs`, `workload --jobs`): a whole number from 1 to
-/// [`dqngpu_sim::MAX_DRAWN_JOBS`] (clap names the flag in the error).
-pub fn parse_job_count(s: &str) -> Result<usize, String> {
-    let max = dqngpu_sim::MAX_DRAWN_JOBS;
+/// A whole number from 1 to `max` of `what`, or an error saying so (clap names the flag).
+fn parse_count(s: &str, max: usize, what: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a whole number of jobs from 1 to {max}")),
+        _ => Err(format!("expected a whole number of {what} from 1 to {max}")),
     }
+}
+
+/// Parses a count of jobs to draw (`--n-jobs`, `workload --jobs`, `train --jobs`): 1 to
+/// [`dqngpu_sim::MAX_DRAWN_JOBS`].
+pub fn parse_job_count(s: &str) -> Result<usize, String> {
+    parse_count(s, dqngpu_sim::MAX_DRAWN_JOBS, "jobs")
+}
+
+/// The most training job sets `train --jobsets` takes: far past the defaults (5 per library,
+/// 10 for `thesis`), and a bound on what is drawn before training starts.
+pub const MAX_JOBSETS: usize = 10_000;
+
+/// Parses `train --jobsets`: 1 to [`MAX_JOBSETS`].
+pub fn parse_jobset_count(s: &str) -> Result<usize, String> {
+    parse_count(s, MAX_JOBSETS, "job sets")
 }
 
 /// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.

@@ -59,8 +59,8 @@ pub struct Args {
     #[arg(long, default_value_t = 60)]
     iterations: usize,
     /// Training job sets: per library for the scorer (default 5; seeds 100000 + SEED*1000 +
-    /// i), in all for `thesis` (default 10; seeds SEED*1000 + i).
-    #[arg(long)]
+    /// i), in all for `thesis` (default 10; seeds SEED*1000 + i). 1 to 10,000.
+    #[arg(long, value_parser = super::parse_jobset_count)]
     jobsets: Option<usize>,
     /// Job sets per iteration.
     #[arg(long, default_value_t = 2)]
@@ -143,6 +143,9 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     // Before training: a run must not end in "cannot save".
     checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
+    if let Some(l) = a.time_limit_s.filter(|l| !(l.is_finite() && *l > 0.0)) {
+        anyhow::bail!("--time-limit-s {l}: expected a positive number of seconds");
+    }
     let agent = a.agent;
     let scorer = match a.algorithm.trim().to_ascii_lowercase().as_str() {
         "scorer" => agent == AgentKind::Dqngpu,

@@ -97,6 +97,28 @@ impl DeepRmParams {
         if self.num_res == 0 || self.res_slot == 0 || self.num_nw == 0 || self.simu_len == 0 {
             return bad("deeprm", "resources, slots, job slots and simu_len must be positive".into());
         }
+        // Checked before any image or job set is allocated (a typo such as `--slots
+        // 100000000000` is refused, not an abort on an allocation of terabytes; a checkpoint's
+        // encoding is checked the same way).
+        let sizes = [
+            self.num_res,
+            self.res_slot,
+            self.num_nw,
+            self.time_horizon,
+            self.max_job_len,
+            self.max_job_size,
+            self.backlog_size,
+            self.max_track_since_new,
+        ];
+        if sizes.iter().any(|&v| v > MAX_SIZE) || self.simu_len > MAX_SIMU_LEN {
+            return bad(
+                "deeprm",
+                format!(
+                    "each size (job slots {}) must be at most {MAX_SIZE}, simu_len ({}) at most {MAX_SIMU_LEN}",
+                    self.num_nw, self.simu_len
+                ),
+            );
+        }
         if self.max_job_len >= self.time_horizon || self.max_job_len < 15 {
             return bad(
                 "time_horizon",
@@ -112,6 +134,14 @@ impl DeepRmParams {
         Ok(())
     }
 }
+
+/// The largest size of any DeepRM dimension (job slots, image rows, resource slots, ...):
+/// ten times the paper's largest, and a bound on every image before it is allocated.
+pub const MAX_SIZE: usize = 1000;
+/// The most steps with arrivals per job set: 200 times the paper's 50.
+pub const MAX_SIMU_LEN: usize = 10_000;
+/// The most job sets a DeepRM training or evaluation draws: ten times the paper's 20,000.
+pub const MAX_JOBSETS: usize = 200_000;
 
 /// Load (fraction of capacity) per unit of arrival rate under DeepRM's job distribution:
 /// `E[len] x E[slots on one resource]` / res_slot = (0.8 x 2 + 0.2 x 12.5) x (7.5 + 1.5) / 2 / 10

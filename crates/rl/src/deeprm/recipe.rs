@@ -131,6 +131,25 @@ impl Recipe {
         if self.jobsets == 0 || self.jobsets_per_iter == 0 || self.episodes == 0 {
             return bad("jobsets", "training job sets, job sets per iteration and episodes must be at least 1".into());
         }
+        if self.jobsets > super::MAX_JOBSETS || self.val_jobsets > super::MAX_JOBSETS {
+            return bad(
+                "jobsets",
+                format!(
+                    "training ({}) and validation ({}) job sets must each be at most {}",
+                    self.jobsets,
+                    self.val_jobsets,
+                    super::MAX_JOBSETS
+                ),
+            );
+        }
+        let (layers, widest) = (crate::reinforce::MAX_HIDDEN_LAYERS, crate::reinforce::MAX_HIDDEN_WIDTH);
+        if self.hidden.is_empty()
+            || self.hidden.contains(&0)
+            || self.hidden.len() > layers
+            || self.hidden.iter().any(|&w| w > widest)
+        {
+            return bad("hidden", format!("1 to {layers} layers, each 1 to {widest} wide"));
+        }
         if self.eval_every > 0 {
             if self.val_jobsets == 0 {
                 return bad("val-jobsets", format!("--eval-every {} needs at least 1", self.eval_every));

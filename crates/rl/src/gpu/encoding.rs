@@ -80,6 +80,10 @@ impl std::fmt::Display for AgentKind {
         f.write_str(self.name())
     }
 }
+/// The most rows (time horizon T) or cells per resource an image may have: ten and twenty
+/// times the thesis's 20 and 10, and small enough that an observation fits in memory (at
+/// M = 8, 256 actions of 2 x 4 x 200 x 200 cells: 82 million numbers).
+pub const MAX_IMAGE_SIDE: usize = 200;
 
 /// The state/action encoding over the simulator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,7 +122,8 @@ impl GpuEncoding {
         GpuEncoding { agent, time_horizon: 20, row_s: 15.0, res_slots: 10, job_slots: 5, backlog_cap: 30, guard }
     }
 
-    /// Checks the values are usable (M is at most 8: 2^M actions are scored every decision).
+    /// Checks the values are usable (M is at most 8: 2^M actions are scored every decision;
+    /// an image side is at most [`MAX_IMAGE_SIDE`]).
     pub fn validate(&self) -> Result<(), crate::RlError> {
         let bad = |field, message: String| Err(crate::RlError::Config { field, message });
         if self.time_horizon == 0 || self.res_slots == 0 || self.backlog_cap == 0 {
@@ -126,6 +131,17 @@ impl GpuEncoding {
         }
         if !(1..=8).contains(&self.job_slots) {
             return bad("job_slots", format!("M must be within 1..=8, got {}", self.job_slots));
+        }
+        // Checked before any image is allocated: a typo (`--horizon 1000000000`) is refused
+        // instead of aborting on an allocation of terabytes.
+        if self.time_horizon > MAX_IMAGE_SIDE || self.res_slots > MAX_IMAGE_SIDE {
+            return bad(
+                "encoding",
+                format!(
+                    "time horizon ({}) and resource slots ({}) must each be at most {MAX_IMAGE_SIDE}",
+                    self.time_horizon, self.res_slots
+                ),
+            );
         }
         if !(self.row_s.is_finite() && self.row_s > 0.0) {
             return bad("row_s", format!("must be a positive number of seconds, got {}", self.row_s));

@@ -792,6 +792,7 @@ pub fn train(
     recipe: &ScorerRecipe,
     on_iter: &mut dyn FnMut(&IterStats) -> bool,
 ) -> Result<(ScorerPolicy, ScorerReport, Vec<IterStats>), RlError> {
+    cfg.validate()?;
     if task.train.is_empty() {
         return Err(RlError::Config { field: "training", message: "no training job sets".into() });
     }
