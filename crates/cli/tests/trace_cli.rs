@@ -122,3 +122,29 @@ fn timed_replay_and_comparison_report_waits() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`soon`"));
 }
+
+/// Seed counts, seed ranges and worker counts out of range are refused naming the flag,
+/// before any replay (before: `--seeds 100000000000` aborted on an allocation of 800 GB, and
+/// `--seed` near the largest seed overflowed); `bench --runs` the same.
+#[test]
+fn seed_worker_and_run_counts_out_of_range_are_refused() {
+    let d = test_dir("bounds");
+    let out = d.join("out");
+    let out = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (&["trace", "experiment", "--out", out, "--seeds", "100000000000"], "--seeds"),
+        (&["trace", "experiment", "--out", out, "--seeds", "0"], "--seeds"),
+        (&["trace", "experiment", "--out", out, "--seed", "18446744073709551615", "--seeds", "2"], "--seed"),
+        (&["trace", "experiment", "--out", out, "--jobs", "100000"], "--jobs"),
+        (&["trace", "timed", "--out", out, "--seeds", "100000000000"], "--seeds"),
+        (&["bench", "--runs", "100000000000"], "--runs"),
+        (&["bench", "--runs", "0"], "--runs"),
+    ];
+    for (args, flag) in cases {
+        let o = Command::new(BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains("expected") || err.contains("past the largest"), "{args:?}: {err}");
+        assert!(!Path::new(out).exists(), "{args:?} wrote results");
+    }
+}

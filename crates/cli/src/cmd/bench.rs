@@ -77,7 +77,7 @@ pub struct BenchRow {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
+    anyhow::ensure!((1..=100_000).contains(&args.runs), "--runs {}: expected 1 to 100000 timed runs", args.runs);
     let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
     let class: WorkloadClass = args.workload.parse()?;
     let lib = library::resolve(&args.library)?;

@@ -359,6 +359,33 @@ fn print_timed(list: &str, results: &[TimedResult]) {
     }
 }
 
+/// The most seeds one run replays (`--seeds`), and the most worker threads (`--jobs`): far
+/// past any use here, and bounds on what is allocated before the first replay.
+const MAX_SEEDS: u64 = 10_000;
+const MAX_WORKERS: usize = 1024;
+
+/// Seeds `seed .. seed + seeds`, checked: 1 to [`MAX_SEEDS`] of them, none past `u64::MAX`.
+fn seed_range(seed: u64, seeds: u64) -> anyhow::Result<std::ops::Range<u64>> {
+    if !(1..=MAX_SEEDS).contains(&seeds) {
+        anyhow::bail!("--seeds {seeds}: expected 1 to {MAX_SEEDS}");
+    }
+    let end = seed
+        .checked_add(seeds)
+        .ok_or_else(|| anyhow::anyhow!("--seed {seed} + --seeds {seeds} is past the largest seed"))?;
+    Ok(seed..end)
+}
+
+/// The pool `--jobs` asks for (default: the available cores), at most [`MAX_WORKERS`] threads.
+fn worker_pool(jobs: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
+    if jobs.is_some_and(|j| j > MAX_WORKERS) {
+        anyhow::bail!(
+            "--jobs {}: expected at most {MAX_WORKERS} worker threads (0 or absent: the cores)",
+            jobs.unwrap_or(0)
+        );
+    }
+    Ok(rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build()?)
+}
+
 fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
     let names: Vec<String> = if a.policies == "all" {
         dqngpu_trace::policies::ALL_POLICY_NAMES.iter().map(|s| s.to_string()).collect()
@@ -367,19 +394,16 @@ fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
     };
     let list = list_name(&a.pods);
     let policies = names.iter().map(|n| for_list(n, &list)).collect::<Result<Vec<_>, _>>()?;
-    if a.seeds == 0 {
-        anyhow::bail!("--seeds must be at least 1");
-    }
+    let seeds = seed_range(a.seed, a.seeds)?;
+    let pool = worker_pool(a.jobs)?;
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
-    let runs: Vec<(usize, u64)> =
-        (0..policies.len()).flat_map(|p| (a.seed..a.seed + a.seeds).map(move |s| (p, s))).collect();
+    let runs: Vec<(usize, u64)> = (0..policies.len()).flat_map(|p| seeds.clone().map(move |s| (p, s))).collect();
     let bar = ProgressBar::new(runs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("timed replays {bar:30} {pos}/{len} [{elapsed_precise} < {eta_precise}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build()?;
     let results: Vec<TimedResult> = pool.install(|| {
         use rayon::prelude::*;
         runs.par_iter()
@@ -451,14 +475,13 @@ fn experiment_cmd(a: ExperimentArgs) -> anyhow::Result<()> {
     for p in &policies {
         by_name(p)?;
     }
-    if a.seeds == 0 {
-        anyhow::bail!("--seeds must be at least 1");
-    }
+    let seeds = seed_range(a.seed, a.seeds)?;
+    let pool = worker_pool(a.jobs)?;
     let cfg = ExperimentConfig {
         nodes: a.data.join(&a.nodes),
         pod_lists: pod_lists(&a.data, &a.lists)?,
         policies,
-        seeds: (a.seed..a.seed + a.seeds).collect(),
+        seeds: seeds.collect(),
         tune: a.tune,
     };
     let total = cfg.pod_lists.len() * cfg.policies.len() * cfg.seeds.len();
@@ -468,7 +491,6 @@ fn experiment_cmd(a: ExperimentArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let tick = || bar.inc(1);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.jobs.unwrap_or(0)).build()?;
     let res = pool.install(|| run_experiment(&cfg, &tick))?;
     bar.finish_and_clear();
     let report = write_experiment(&res, &a.out)?;
