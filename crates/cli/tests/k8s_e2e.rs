@@ -156,3 +156,24 @@ fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
     // The policy chose the GPU itself (the extender's own fallback did not).
     assert!(m.contains("dqngpu_k8s_policy_fallbacks_total 0"), "{m}");
 }
+
+/// Settings out of range are refused naming the flag before the extender starts (before,
+/// `--max-body-mib` past 2^44 overflowed into a nonsense limit and 0 was silently 1).
+#[test]
+fn extender_settings_out_of_range_are_refused() {
+    for (flag, bad, code) in [
+        ("--max-body-mib", "0", 2),
+        ("--max-body-mib", "100000000000", 2),
+        ("--assume-ttl-s", "0", 1),
+        ("--assume-ttl-s", "nan", 1),
+    ] {
+        let o = Command::new(BIN)
+            .args(["k8s", "extender", "--listen", "127.0.0.1:0", flag, bad])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{flag} {bad}: {err}");
+        assert!(err.contains(flag), "{flag} {bad}: {err}");
+    }
+}

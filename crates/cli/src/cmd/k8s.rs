@@ -68,9 +68,9 @@ struct ExtenderArgs {
     /// Unit of gpushare's aliyun.com/gpu-mem.
     #[arg(long, value_enum, default_value = "GiB")]
     memory_unit: MemoryUnit,
-    /// Largest request body, MiB (full Nodes lists of big clusters are large).
-    #[arg(long, default_value_t = 64)]
-    max_body_mib: usize,
+    /// Largest request body, MiB (full Nodes lists of big clusters are large), 1 to 4096.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    max_body_mib: u16,
     /// Per-request time limit, seconds.
     #[arg(long, default_value_t = 30)]
     request_timeout_s: u64,
@@ -123,7 +123,7 @@ fn extender(a: ExtenderArgs) -> anyhow::Result<()> {
     let client = ApiClient::new(api_config(a.kubeconfig)?);
     let http = HttpConfig {
         prefix: a.url_prefix,
-        max_body_bytes: a.max_body_mib.max(1) * 1024 * 1024,
+        max_body_bytes: usize::from(a.max_body_mib) * 1024 * 1024,
         request_timeout: Duration::from_secs(a.request_timeout_s.max(1)),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
