@@ -135,6 +135,15 @@ pub struct ProfileSummary {
     pub peak: Resources,
 }
 
+/// The longest sampling interval a profile may have: an hour between samples (nvidia-smi,
+/// dmon and DCGM sample every second to minutes). A typo such as `--interval-s 1e300` would
+/// make one job outlast every simulation.
+pub const MAX_INTERVAL_S: f64 = 3600.0;
+/// The longest a profiled job may run alone: 10^7 s, about 116 days (far past any training
+/// run in the data here; the longest built-in app runs 1,200 s). Simulations and the plan's
+/// look-ahead step through a job's whole profile.
+pub const MAX_SOLO_S: f64 = 1e7;
+
 impl AppProfile {
     /// Builds and validates a profile.
     pub fn new(app: AppInfo, interval_s: f64, samples: Vec<Resources>) -> Result<Self> {
@@ -231,8 +240,9 @@ impl AppProfile {
         at
     }
 
-    /// Checks the invariants: a name, a positive finite interval, at least one sample, every
-    /// value finite and non-negative and physically possible: utilisation and SM within 0..=100,
+    /// Checks the invariants: a name, a positive interval of at most [`MAX_INTERVAL_S`], at
+    /// least one sample, a solo time of at most [`MAX_SOLO_S`], every value finite and
+    /// non-negative and physically possible: utilisation and SM within 0..=100,
     /// memory within the largest GPU in the catalogue, PCIe within the fastest link's two
     /// directions.
     pub fn validate(&self) -> Result<()> {
@@ -251,8 +261,25 @@ impl AppProfile {
                 format!("sampling interval must be a positive number, got {}", self.interval_s),
             ));
         }
+        if self.interval_s > MAX_INTERVAL_S {
+            return Err(ModelError::invalid(
+                at("interval_s"),
+                format!("sampling interval must be at most {MAX_INTERVAL_S} s, got {:?}", self.interval_s),
+            ));
+        }
         if self.samples.is_empty() {
             return Err(ModelError::invalid(at("samples"), "profile has no samples"));
+        }
+        if self.solo_s() > MAX_SOLO_S {
+            return Err(ModelError::invalid(
+                at("samples"),
+                format!(
+                    "{} samples every {:?} s run {:?} s alone, past the longest a profile may run ({MAX_SOLO_S:?} s)",
+                    self.samples.len(),
+                    self.interval_s,
+                    self.solo_s()
+                ),
+            ));
         }
         for (i, s) in self.samples.iter().enumerate() {
             for r in Resource::ALL {
@@ -330,5 +357,23 @@ mod tests {
         assert_eq!(p.totals(), t, "read again from the cache");
         let c = p.constant(s(1.0, 7.0));
         assert_eq!((c.totals().util_work, c.totals().mem_work, c.totals().min_mem_mib), (6.0, 42.0, 7.0));
+    }
+
+    #[test]
+    fn a_profile_no_simulation_could_finish_is_refused_naming_the_field() {
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let one = vec![Resources::new(10.0, 500.0, 0.0, 0.0)];
+        // The limits themselves are allowed: an hour between samples, 10^7 s alone.
+        assert!(AppProfile::new(info.clone(), MAX_INTERVAL_S, one.clone()).is_ok());
+        let longest = vec![one[0]; (MAX_SOLO_S / MAX_INTERVAL_S) as usize];
+        assert!(AppProfile::new(info.clone(), MAX_INTERVAL_S, longest.clone()).is_ok());
+        for (interval, samples, field) in [
+            (1e300, one.clone(), "interval_s"),
+            (MAX_INTERVAL_S * 1.001, one.clone(), "interval_s"),
+            (MAX_INTERVAL_S, [longest, one].concat(), "samples"),
+        ] {
+            let e = AppProfile::new(info.clone(), interval, samples).unwrap_err().to_string();
+            assert!(e.contains(field) && (e.contains("at most") || e.contains("longest")), "{e}");
+        }
     }
 }
