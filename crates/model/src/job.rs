@@ -69,6 +69,10 @@ impl std::str::FromStr for WorkloadClass {
         })
     }
 }
+/// The latest a job may be submitted, s (about 31.7 years): past it a job's few hundred
+/// seconds are lost in the clock's rounding (at 10^18 s an f64 steps by 128 s), so its
+/// completion time, and every metric over it, would be wrong.
+pub const MAX_SUBMIT_S: f64 = 1e9;
 
 /// One job of a job set: an app (a key of the library) submitted at a time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,7 +108,7 @@ impl JobSet {
         JobSet { library: None, class: None, seed: None, jobs }
     }
 
-    /// Checks ids are unique and times finite and non-negative.
+    /// Checks ids are unique and times within 0..=[`MAX_SUBMIT_S`].
     pub fn validate(&self, path: Option<&Path>) -> Result<()> {
         let mut seen = std::collections::HashSet::new();
         for (i, j) in self.jobs.iter().enumerate() {
@@ -116,8 +120,11 @@ impl JobSet {
             if !seen.insert(j.id) {
                 return Err(ModelError::invalid(at("id"), format!("job id {} appears twice", j.id)));
             }
-            if !(j.submit_s.is_finite() && j.submit_s >= 0.0) {
-                return Err(ModelError::invalid(at("submit_s"), format!("{} is not a non-negative time", j.submit_s)));
+            if !(j.submit_s.is_finite() && (0.0..=MAX_SUBMIT_S).contains(&j.submit_s)) {
+                return Err(ModelError::invalid(
+                    at("submit_s"),
+                    format!("{:?} is not a time from 0 to {MAX_SUBMIT_S:?} s", j.submit_s),
+                ));
             }
             if j.app.trim().is_empty() {
                 return Err(ModelError::invalid(at("app"), "app name is empty"));
@@ -177,10 +184,10 @@ impl JobSet {
                     let v: f64 = raw.parse().map_err(|_| {
                         ModelError::invalid(at(line, Some("submit_s")), format!("`{raw}` is not a number"))
                     })?;
-                    if !(v.is_finite() && v >= 0.0) {
+                    if !(v.is_finite() && (0.0..=MAX_SUBMIT_S).contains(&v)) {
                         return Err(ModelError::invalid(
                             at(line, Some("submit_s")),
-                            format!("`{raw}` is not a non-negative time"),
+                            format!("`{raw}` is not a time from 0 to {MAX_SUBMIT_S:?} s"),
                         ));
                     }
                     v
@@ -274,6 +281,14 @@ mod tests {
         assert!(e.contains("jobs.csv, line 3, field `id`") && e.contains("twice"), "{e}");
         let e = JobSet::parse_csv("id,app,submit_s\n0,a,NaN\n", p).unwrap_err().to_string();
         assert!(e.contains("line 2, field `submit_s`"), "{e}");
+        // Past the latest submission time a job's seconds are lost in the clock's rounding.
+        let e = JobSet::parse_csv("id,app,submit_s\n0,a,1e18\n", p).unwrap_err().to_string();
+        assert!(e.contains("line 2, field `submit_s`") && e.contains("1000000000"), "{e}");
+        let mut late = JobSet::parse_csv("id,app,submit_s\n0,a,1e9\n", p).unwrap();
+        assert!(late.validate(None).is_ok(), "the limit itself is a valid time");
+        late.jobs[0].submit_s = 1e300;
+        let e = late.validate(None).unwrap_err().to_string();
+        assert!(e.contains("jobs[0].submit_s"), "{e}");
         let e = JobSet::parse_csv("id,submit_s\n0,1\n", p).unwrap_err().to_string();
         assert!(e.contains("`app`") && e.contains("missing"), "{e}");
         let e = JobSet::parse_csv("id,app\n", p).unwrap_err().to_string();

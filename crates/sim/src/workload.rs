@@ -72,6 +72,21 @@ pub fn draw(
             };
             JobSpec { id: i as u64, app, submit_s }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // A rate so low that the last job would arrive past the clock's usable range.
+    if let Some(last) = jobs.last().filter(|j| j.submit_s > dqngpu_model::job::MAX_SUBMIT_S) {
+        return Err(bad(
+            "--arrival-rate",
+            format!(
+                "{} puts the last of {n_jobs} jobs at {:?} s, past the latest submission time ({:?} s)",
+                match arrivals {
+                    Arrivals::Poisson { rate_per_s } => format!("{rate_per_s:?} jobs per second"),
+                    Arrivals::AllAtZero => "this arrival process".into(),
+                },
+                last.submit_s,
+                dqngpu_model::job::MAX_SUBMIT_S
+            ),
+        ));
+    }
     Ok(JobSet { library: Some(library.name.clone()), class: Some(class), seed: Some(seed), jobs })
 }

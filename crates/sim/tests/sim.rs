@@ -578,6 +578,9 @@ fn draw_is_seeded_and_uses_only_class_members() {
     // A count past the cap is refused before anything is drawn (a typo must not fill memory).
     let e = draw(&lib, WorkloadClass::Random, dqngpu_sim::MAX_DRAWN_JOBS + 1, 1, Arrivals::AllAtZero).unwrap_err();
     assert!(e.to_string().contains("at most 1000000 jobs"), "{e}");
+    // A rate so low that arrivals run past the latest submission time is refused, naming it.
+    let e = draw(&lib, WorkloadClass::Random, 3, 1, Arrivals::Poisson { rate_per_s: 1e-12 }).unwrap_err();
+    assert!(e.to_string().contains("--arrival-rate") && e.to_string().contains("latest submission"), "{e}");
 }
 
 #[test]
