@@ -127,11 +127,11 @@ fn job_counts_out_of_range_are_refused_naming_the_flag() {
 fn training_settings_out_of_range_are_refused_before_any_work() {
     let d = test_dir("settings");
     let cases: [(&[&str], &str); 8] = [
-        (&["--lr", "nan"], "lr"),
-        (&["--lr", "0"], "lr"),
-        (&["--episodes", "0"], "episodes"),
-        (&["--jobsets-per-iter", "0"], "jobsets_per_iter"),
-        (&["--hidden", "100000000000"], "hidden"),
+        (&["--lr", "nan"], "--lr"),
+        (&["--lr", "0"], "--lr"),
+        (&["--episodes", "0"], "--episodes"),
+        (&["--jobsets-per-iter", "0"], "--jobsets-per-iter"),
+        (&["--hidden", "100000000000"], "--hidden"),
         (&["--jobsets", "100000000000"], "--jobsets"),
         (&["--time-limit-s", "0"], "--time-limit-s"),
         (&["--algorithm", "thesis", "--horizon", "1000000000"], "time horizon"),
@@ -147,6 +147,25 @@ fn training_settings_out_of_range_are_refused_before_any_work() {
         assert!(matches!(o.status.code(), Some(1 | 2)), "{args:?}: {:?} {err}", o.status);
         assert!(err.contains(named), "{args:?}: {err}");
         assert!(!d.join("m.safetensors").exists(), "{args:?} wrote a model");
+    }
+}
+
+/// A negative value after a flag reaches the flag's own check, which names the flag and what
+/// is wrong (before, clap read `-1` as an unknown argument).
+#[test]
+fn negative_values_get_the_flags_own_error() {
+    let d = test_dir("negative");
+    let cases: [(&[&str], &str); 4] = [
+        (&["simulate", "--arrival-rate", "-1"], "--arrival-rate"),
+        (&["simulate", "--max-slowdown", "-5"], "--max-slowdown"),
+        (&["train", "-o", "m.safetensors", "--lr", "-1"], "--lr"),
+        (&["deeprm", "eval", "--load", "-3"], "--load"),
+    ];
+    for (args, flag) in cases {
+        let o = Command::new(BIN).current_dir(&d).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(flag) && !err.contains("unexpected argument"), "{args:?}: {err}");
     }
 }
 

@@ -89,7 +89,7 @@ pub struct SubmitArgs {
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
     /// Input size, MB.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     input_size_mb: Option<f64>,
     /// Input parameters (free text).
     #[arg(long)]

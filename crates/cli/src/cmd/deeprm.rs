@@ -32,7 +32,7 @@ enum Command {
 #[derive(ClapArgs, Debug)]
 struct EnvArgs {
     /// Cluster load, percent (arrival rate = load / 185%).
-    #[arg(long, default_value_t = 130.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 130.0)]
     load: f64,
     /// Visible job slots M (the paper's runs: 10).
     #[arg(long, default_value_t = 10)]
@@ -85,12 +85,12 @@ struct TrainArgs {
     #[arg(long)]
     iterations: Option<usize>,
     /// Learning rate at the start (1e-3).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f64>,
     /// Learning rate at the end: it decays from --lr over training progress, the larger of
     /// iterations done / --iterations and elapsed / --time-limit-s (paper: 1e-4; classic:
     /// constant).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr_final: Option<f64>,
     /// Shape of the decay to --lr-final (cosine).
     #[arg(long, value_enum, ignore_case = true)]
@@ -106,7 +106,7 @@ struct TrainArgs {
     seed: Option<u64>,
     /// Stop after this many seconds of wall time (paper: 1740; classic: none); the checkpoint
     /// records the iterations done.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     time_limit_s: Option<f64>,
     /// Every this many iterations, a greedy evaluation on the validation job sets; the output
     /// gets the best-scoring weights seen, the final ones included (paper: 100; classic and
@@ -171,7 +171,7 @@ struct EvalArgs {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Weight of the packing score in Tetris*.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.01)]
     tetris_knob: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -75,7 +75,7 @@ struct ExtenderArgs {
     #[arg(long, default_value_t = 30)]
     request_timeout_s: u64,
     /// Seconds a bound pod is held as assumed if the watch never shows it.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 300.0)]
     assume_ttl_s: f64,
 }
 

@@ -55,7 +55,7 @@ pub struct PlanArgs {
     pub plan_rows: Option<usize>,
     /// dqngpu-plan: the makespan guard's weight in a future's cost (the training's units)
     /// [default: 2]; 0: mean JCT alone.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub plan_guard: Option<f64>,
 }
 

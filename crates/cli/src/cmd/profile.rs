@@ -48,7 +48,7 @@ struct PriorArgs {
     #[arg(long, default_value = "unknown")]
     kind: String,
     /// Input file size, MB.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     input_size_mb: Option<f64>,
     /// Input parameters, free text.
     #[arg(long)]
@@ -179,7 +179,7 @@ struct ImportArgs {
     container: Option<String>,
     /// Output interval, s (default: the median gap between readings; for dmon logs without a
     /// time column also the time between rows, default 1 s).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     interval_s: Option<f64>,
     /// nvidia-smi `noheader` logs: the --query-gpu field list, e.g. timestamp,index,utilization.gpu,memory.used.
     #[arg(long)]

@@ -59,7 +59,7 @@ pub struct Args {
     /// Slowdown budget for every policy, percent, or `off` [default: off]: a group predicted
     /// (by the --interference model) to slow a job on its GPU past it is not started, as `simulate
     /// --max-slowdown` does; the DqnGPU scorer chooses within it.
-    #[arg(long, value_name = "PCT|off")]
+    #[arg(long, allow_negative_numbers = true, value_name = "PCT|off")]
     max_slowdown: Option<String>,
     /// Interference model the slowdown budget and the DqnGPU scorer's memory fit predict with:
     /// contention, contention-h100 (fitted on an H100, time-sliced), measured or none

@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count)]
     pub n_jobs: usize,
     /// Poisson arrivals at this rate (jobs per second) for a drawn workload; default all at t = 0.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub arrival_rate: Option<f64>,
     /// The cluster, e.g. `titanxp:1`, `4xtitanxp:2`, `titanxp,t4:2` (nodes x model:GPUs).
     #[arg(long, default_value = "titanxp:1", conflicts_with = "cluster")]
@@ -58,10 +58,10 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Simulation step, s.
-    #[arg(long, default_value_t = SimConfig::default().step_s)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = SimConfig::default().step_s)]
     pub step_s: f64,
     /// While jobs wait, ask the scheduler again at least this often, s.
-    #[arg(long, default_value_t = SimConfig::default().decision_tick_s)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = SimConfig::default().decision_tick_s)]
     pub decision_tick_s: f64,
     /// What makes the decision tick ask: peak-drop (a running job passed its remaining peak),
     /// demand-drop (a running job's demand dropped) or always.
@@ -69,7 +69,7 @@ pub struct Args {
     pub tick_trigger: Trigger,
     /// Slowdown budget for every scheduler, percent, or `off`: a group of jobs predicted by
     /// the interference model to slow any job on its GPU by more than this is not started.
-    #[arg(long, default_value = "off")]
+    #[arg(long, allow_negative_numbers = true, default_value = "off")]
     pub max_slowdown: String,
     /// dqngpu-plan's search settings.
     #[command(flatten)]

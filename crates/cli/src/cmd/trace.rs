@@ -86,7 +86,7 @@ struct TimedArgs {
     load: Load,
     /// Share of the nodes of each GPU model kept (drawn by the seed): the openb pods ask for
     /// about a tenth of the whole cluster at most.
-    #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
     node_share: f64,
     /// Reserve a node for the oldest waiting pod once it has waited this many seconds, so
     /// that pods only an empty node holds cannot starve (docs/TRACE.md); `off`: kube-scheduler's
@@ -126,10 +126,10 @@ struct TrainArgs {
     #[arg(long, default_value_t = LearnConfig::default().sequences)]
     sequences: usize,
     /// Perturbation scale of the weights.
-    #[arg(long, default_value_t = LearnConfig::default().sigma)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = LearnConfig::default().sigma)]
     sigma: f64,
     /// Length of each step (along the normalised gradient estimate).
-    #[arg(long, default_value_t = LearnConfig::default().step)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = LearnConfig::default().step)]
     step: f64,
     /// Start from these weights (a weights file) instead of FGD's.
     #[arg(long)]
@@ -165,7 +165,7 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Inflate the pods until they request this multiple of the GPU capacity (<= 0: as listed).
-    #[arg(long, default_value_t = 1.3)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.3)]
     tune: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -181,7 +181,7 @@ struct ReplayArgs {
     #[arg(long, default_value = "1.0", value_parser = parse_load, allow_hyphen_values = true)]
     load: Load,
     /// With --timed: share of the nodes of each GPU model kept (drawn by the seed).
-    #[arg(long, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = dqngpu_trace::timed::DEFAULT_NODE_SHARE)]
     node_share: f64,
     /// With --timed: reserve a node for the oldest waiting pod once it has waited this many
     /// seconds; `off`: kube-scheduler's queue.
@@ -212,7 +212,7 @@ struct ExperimentArgs {
     #[arg(long, default_value_t = 10)]
     seeds: u64,
     /// Tune ratio.
-    #[arg(long, default_value_t = 1.3)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.3)]
     tune: f64,
     /// Worker threads (default: the available cores).
     #[arg(long)]

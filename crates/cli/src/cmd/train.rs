@@ -12,6 +12,7 @@ use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
 use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
 use dqngpu_rl::reinforce::{Objective, TrainConfig};
+use dqngpu_rl::RlError;
 
 /// Arguments.
 #[derive(ClapArgs, Debug)]
@@ -43,7 +44,7 @@ pub struct Args {
     jobs: Option<usize>,
     /// Poisson arrivals at this rate (jobs/s) in the training job sets (scorer only); default:
     /// all jobs at t = 0, the thesis's setting.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     arrival_rate: Option<f64>,
     /// Cluster, e.g. `titanxp:1` or `4xtitanxp:2` (default `titanxp:1`).
     #[arg(long)]
@@ -95,7 +96,7 @@ pub struct Args {
     #[arg(long, default_value_t = 8)]
     episodes: usize,
     /// Learning rate (default 1e-3 for the scorer, 3e-3 for `thesis`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f64>,
     /// Optimiser.
     #[arg(long, value_enum, ignore_case = true, default_value_t = OptimizerKind::Adam)]
@@ -110,7 +111,7 @@ pub struct Args {
     #[arg(long, default_value_t = 20)]
     horizon: usize,
     /// Seconds of profile time per image row.
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 15.0)]
     row_s: f64,
     /// Cells per resource in the images.
     #[arg(long, default_value_t = 10)]
@@ -120,13 +121,13 @@ pub struct Args {
     /// DqnGPU's own guard, masking groups predicted (contention model) to slow any job on the
     /// GPU by more than this many percent, or `off` (the thesis's agent); default 2 for dqngpu,
     /// off for deeprm-max / deeprm-mean.
-    #[arg(long, value_name = "PCT|off")]
+    #[arg(long, allow_negative_numbers = true, value_name = "PCT|off")]
     max_slowdown: Option<String>,
     /// Seed of the training job sets, the initial weights and the sampled actions.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Stop after this many seconds of wall time.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     time_limit_s: Option<f64>,
     /// Training-curve CSV.
     #[arg(long)]
@@ -137,6 +138,23 @@ pub struct Args {
     /// Output weights (safetensors); the metadata goes beside it as .json.
     #[arg(short = 'o', long)]
     output: PathBuf,
+}
+
+/// [`TrainConfig::validate`], its errors named by the flag that sets each field.
+fn check_in_flags(cfg: &TrainConfig) -> anyhow::Result<()> {
+    cfg.validate().map_err(|e| match e {
+        RlError::Config { field, message } => {
+            let flag = match field {
+                "lr" => "--lr",
+                "episodes" => "--episodes",
+                "jobsets_per_iter" => "--jobsets-per-iter",
+                "hidden" => "--hidden",
+                other => other,
+            };
+            anyhow::anyhow!("{flag}: {message}")
+        }
+        other => other.into(),
+    })
 }
 
 /// Runs the command.
@@ -235,6 +253,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         objective,
     };
+    check_in_flags(&cfg)?;
     let n_sets = a.jobsets.unwrap_or(10);
     let sets = gpu::training_sets(&library, &classes, n_sets, a.seed)?;
     let progress = TrainProgress::new(a.iterations, "makespan_s", !a.quiet);
@@ -358,6 +377,7 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         objective,
     };
+    check_in_flags(&cfg)?;
     let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
     let started = std::time::Instant::now();
     let defaults = ScorerRecipe::default();

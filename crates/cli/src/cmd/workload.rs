@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value = "thesis")]
     pub library: String,
     /// Poisson arrivals at this rate (jobs per second); without it every job is submitted at t = 0.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub arrival_rate: Option<f64>,
     /// Write the job set here (`.csv`, else JSON) instead of printing CSV on stdout.
     #[arg(short, long)]
