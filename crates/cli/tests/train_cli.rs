@@ -16,6 +16,12 @@ fn test_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Runs the binary with `args` in `dir`: its exit code and stderr.
+fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(BIN).current_dir(dir).args(args).output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
 fn train(dir: &Path, guard: &str) -> Output {
     Command::new(BIN)
         .args(["train", "--agent", "dqngpu", "--algorithm", "thesis", "--iterations", "1", "--jobsets", "1"])
@@ -110,9 +116,8 @@ fn job_counts_out_of_range_are_refused_naming_the_flag() {
     ];
     for (args, flag) in cases {
         for bad in ["0", "1000001", "1000000000000", "ten"] {
-            let o = Command::new(BIN).current_dir(&d).args(args).arg(bad).output().unwrap();
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{args:?} {bad}: {err}");
+            let (code, err) = run_in(&d, &[args, &[bad]].concat());
+            assert_eq!(code, Some(2), "{args:?} {bad}: {err}");
             assert!(err.contains(flag) && err.contains(bad) && err.contains("1 to 1000000"), "{args:?} {bad}: {err}");
         }
     }
@@ -137,14 +142,9 @@ fn training_settings_out_of_range_are_refused_before_any_work() {
         (&["--algorithm", "thesis", "--horizon", "1000000000"], "time horizon"),
     ];
     for (args, named) in cases {
-        let o = Command::new(BIN)
-            .current_dir(&d)
-            .args(["train", "--iterations", "1", "--quiet", "-o", "m.safetensors"])
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(matches!(o.status.code(), Some(1 | 2)), "{args:?}: {:?} {err}", o.status);
+        let (code, err) =
+            run_in(&d, &[&["train", "--iterations", "1", "--quiet", "-o", "m.safetensors"], args].concat());
+        assert!(matches!(code, Some(1 | 2)), "{args:?}: {code:?} {err}");
         assert!(err.contains(named), "{args:?}: {err}");
         assert!(!d.join("m.safetensors").exists(), "{args:?} wrote a model");
     }
@@ -162,9 +162,8 @@ fn negative_values_get_the_flags_own_error() {
         (&["deeprm", "eval", "--load", "-3"], "--load"),
     ];
     for (args, flag) in cases {
-        let o = Command::new(BIN).current_dir(&d).args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let (code, err) = run_in(&d, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(flag) && !err.contains("unexpected argument"), "{args:?}: {err}");
     }
 }
@@ -185,9 +184,8 @@ fn deeprm_sizes_out_of_range_are_refused_before_any_work() {
         (&["eval", "--tetris-knob", "nan"], "--tetris-knob"),
     ];
     for (args, named) in cases {
-        let o = Command::new(BIN).current_dir(&d).arg("deeprm").args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let (code, err) = run_in(&d, &[&["deeprm"], args].concat());
+        assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(err.contains(named) && !err.contains("memory allocation"), "{args:?}: {err}");
         assert!(!d.join("d.safetensors").exists(), "{args:?} wrote a model");
     }

@@ -106,6 +106,18 @@ pub const MAX_HIDDEN_LAYERS: usize = 16;
 /// See [`MAX_HIDDEN_LAYERS`].
 pub const MAX_HIDDEN_WIDTH: usize = 4096;
 
+/// Checks hidden layer sizes (every network's, `--hidden`): 1 to [`MAX_HIDDEN_LAYERS`] layers,
+/// each 1 to [`MAX_HIDDEN_WIDTH`] wide.
+pub fn check_hidden(hidden: &[usize]) -> Result<(), RlError> {
+    if hidden.is_empty() || hidden.len() > MAX_HIDDEN_LAYERS || hidden.iter().any(|&w| w == 0 || w > MAX_HIDDEN_WIDTH) {
+        return Err(RlError::Config {
+            field: "hidden",
+            message: format!("1 to {MAX_HIDDEN_LAYERS} layers, each 1 to {MAX_HIDDEN_WIDTH} wide"),
+        });
+    }
+    Ok(())
+}
+
 impl TrainConfig {
     /// Checks the values are usable.
     pub fn validate(&self) -> Result<(), RlError> {
@@ -122,12 +134,7 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&self.gamma) {
             return bad("gamma", "must be within 0..=1");
         }
-        if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return bad("hidden", "needs at least one layer, each of positive width");
-        }
-        if self.hidden.len() > MAX_HIDDEN_LAYERS || self.hidden.iter().any(|&w| w > MAX_HIDDEN_WIDTH) {
-            return bad("hidden", "at most 16 layers, each at most 4096 wide");
-        }
+        check_hidden(&self.hidden)?;
         if self.max_steps < 1 {
             return bad("max_steps", "must be at least 1");
         }

@@ -810,11 +810,9 @@ mod memory_property {
     proptest! {
         // About one case in three ends before its cut and is rejected (`prop_assume!`): the
         // reject limit grows with the case count, so a long campaign is not cut short by it.
-        #![proptest_config(ProptestConfig {
-            cases: dqngpu_model::testing::cases_or(64),
-            max_global_rejects: 4 * dqngpu_model::testing::cases_or(64).max(256),
-            failure_persistence: None,
-            ..ProptestConfig::default()
+        #![proptest_config({
+            let cases = dqngpu_model::testing::cases_or(64);
+            ProptestConfig { cases, max_global_rejects: 4 * cases.max(256), failure_persistence: None, ..ProptestConfig::default() }
         })]
         #[test]
         fn a_copy_without_future_arrivals_finishes_exactly_the_jobs_submitted_by_then(

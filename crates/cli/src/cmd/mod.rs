@@ -89,11 +89,11 @@ pub fn parse_job_count(s: &str) -> Result<usize, String> {
 
 /// The most training job sets `train --jobsets` takes: far past the defaults (5 per library,
 /// 10 for `thesis`), and a bound on what is drawn before training starts.
-pub const MAX_JOBSETS: usize = 10_000;
+const MAX_TRAIN_JOBSETS: usize = 10_000;
 
-/// Parses `train --jobsets`: 1 to [`MAX_JOBSETS`].
+/// Parses `train --jobsets`: 1 to [`MAX_TRAIN_JOBSETS`].
 pub fn parse_jobset_count(s: &str) -> Result<usize, String> {
-    parse_count(s, MAX_JOBSETS, "job sets")
+    parse_count(s, MAX_TRAIN_JOBSETS, "job sets")
 }
 
 /// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.

@@ -11,7 +11,7 @@ use dqngpu_rl::checkpoint::{self, CheckpointMeta, Encoding, FORMAT_VERSION};
 use dqngpu_rl::gpu::{self, AgentKind, GpuEncoding};
 use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::progress::{write_curve, TrainProgress};
-use dqngpu_rl::reinforce::{Objective, TrainConfig};
+use dqngpu_rl::reinforce::{Objective, Schedule, TrainConfig};
 use dqngpu_rl::RlError;
 
 /// Arguments.
@@ -140,30 +140,29 @@ pub struct Args {
     output: PathBuf,
 }
 
-/// [`TrainConfig::validate`], its errors named by the flag that sets each field.
-fn check_in_flags(cfg: &TrainConfig) -> anyhow::Result<()> {
-    cfg.validate().map_err(|e| match e {
+/// A training check's error, named by the flag that sets its field.
+fn in_flags(e: RlError) -> anyhow::Error {
+    match e {
         RlError::Config { field, message } => {
             let flag = match field {
                 "lr" => "--lr",
                 "episodes" => "--episodes",
                 "jobsets_per_iter" => "--jobsets-per-iter",
                 "hidden" => "--hidden",
+                "time_limit_s" => "--time-limit-s",
                 other => other,
             };
             anyhow::anyhow!("{flag}: {message}")
         }
         other => other.into(),
-    })
+    }
 }
 
 /// Runs the command.
 pub fn run(a: Args) -> anyhow::Result<()> {
     // Before training: a run must not end in "cannot save".
     checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
-    if let Some(l) = a.time_limit_s.filter(|l| !(l.is_finite() && *l > 0.0)) {
-        anyhow::bail!("--time-limit-s {l}: expected a positive number of seconds");
-    }
+    Schedule { time_limit_s: a.time_limit_s, ..Schedule::default() }.validate().map_err(in_flags)?;
     let agent = a.agent;
     let scorer = match a.algorithm.trim().to_ascii_lowercase().as_str() {
         "scorer" => agent == AgentKind::Dqngpu,
@@ -253,7 +252,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         objective,
     };
-    check_in_flags(&cfg)?;
+    cfg.validate().map_err(in_flags)?;
     let n_sets = a.jobsets.unwrap_or(10);
     let sets = gpu::training_sets(&library, &classes, n_sets, a.seed)?;
     let progress = TrainProgress::new(a.iterations, "makespan_s", !a.quiet);
@@ -377,7 +376,7 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
         objective,
     };
-    check_in_flags(&cfg)?;
+    cfg.validate().map_err(in_flags)?;
     let progress = TrainProgress::new(a.iterations, "objective", !a.quiet);
     let started = std::time::Instant::now();
     let defaults = ScorerRecipe::default();

@@ -142,14 +142,7 @@ impl Recipe {
                 ),
             );
         }
-        let (layers, widest) = (crate::reinforce::MAX_HIDDEN_LAYERS, crate::reinforce::MAX_HIDDEN_WIDTH);
-        if self.hidden.is_empty()
-            || self.hidden.contains(&0)
-            || self.hidden.len() > layers
-            || self.hidden.iter().any(|&w| w > widest)
-        {
-            return bad("hidden", format!("1 to {layers} layers, each 1 to {widest} wide"));
-        }
+        crate::reinforce::check_hidden(&self.hidden)?;
         if self.eval_every > 0 {
             if self.val_jobsets == 0 {
                 return bad("val-jobsets", format!("--eval-every {} needs at least 1", self.eval_every));
