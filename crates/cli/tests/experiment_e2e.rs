@@ -305,3 +305,38 @@ fn bad_config_names_file_and_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("exp.toml") && err.contains("line 4"), "{err}");
 }
+
+#[test]
+fn a_bad_cell_or_out_dir_fails_before_any_work_even_under_quick() {
+    let d = TempDir::new("early");
+    let experiment = |cfg: Option<&Path>, out: &Path| {
+        let mut c = Command::new(BIN);
+        c.args(["experiment", "--quick", "--no-progress", "--out"]).arg(out);
+        if let Some(cfg) = cfg {
+            c.arg("--config").arg(cfg);
+        }
+        c.output().unwrap()
+    };
+    // A cell `--quick` drops (it keeps two by name) is still checked.
+    let cfg = d.0.join("exp.toml");
+    let cells = "[[cells]]\nname = 'bogus'\nlibrary = 'thesis'\ngpus = 'nosuchgpu:1'\njobs = 10\n";
+    std::fs::write(&cfg, cells).unwrap();
+    let o = experiment(Some(&cfg), &d.0.join("out"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("exp.toml") && err.contains("cells[0].gpus") && err.contains("nosuchgpu"), "{err}");
+    assert!(!d.0.join("out").exists(), "no work and no output before the check");
+    // An out path that is a file, and a directory of the user's with a report.md of its own.
+    let file = d.0.join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let o = experiment(None, &file);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a file"), "{}", String::from_utf8_lossy(&o.stderr));
+    let mine = d.0.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("report.md"), "my notes").unwrap();
+    let o = experiment(None, &mine);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("report.md"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(mine.join("report.md")).unwrap(), "my notes");
+}

@@ -515,3 +515,102 @@ fn the_h100_fit_predicts_the_six_way_h200_group_best() {
     let (h100, lucid, none) = (error("contention-h100"), error("contention"), error("none"));
     assert!(h100 < lucid && h100 < none, "mean |error|: H100 fit {h100:.3}, Lucid fit {lucid:.3}, none {none:.3}");
 }
+
+#[test]
+fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
+    let d = test_dir("over");
+    let log = d.join("smi.csv");
+    std::fs::copy(data("nvidia_smi_units.csv"), &log).unwrap();
+    let before = std::fs::read(&log).unwrap();
+    let log_s = log.to_str().unwrap();
+    let import = |out: &[&str]| {
+        let args = [&["profile", "import", "--format", "nvidia-smi", log_s, "--app", "x", "--gpu", "0"], out].concat();
+        dqngpu(&args)
+    };
+    // The same file, and the same file by another path.
+    let other_path = d.join(".").join("smi.csv");
+    for out in [log_s, other_path.to_str().unwrap()] {
+        let o = import(&["-o", out]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("replace the input"), "{}", text(&o));
+    }
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the raw log is kept");
+    // A token file alone sends the profile nowhere: refused before any work.
+    let token = d.join("token");
+    std::fs::write(&token, "secret-token-0123456789").unwrap();
+    let o = import(&["--token-file", token.to_str().unwrap()]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // A leading dot in the app name would hide the stored file from the library reader.
+    let lib = d.join("lib");
+    let o = dqngpu(&[
+        "profile",
+        "import",
+        "--format",
+        "nvidia-smi",
+        log_s,
+        "--app",
+        ".myapp",
+        "--gpu",
+        "0",
+        "--store",
+        lib.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let listed = read_dir_library(&lib).unwrap();
+    assert!(listed.apps.values().any(|p| p.app.name == ".myapp"), "{:?}", listed.apps.keys().collect::<Vec<_>>());
+    // simulate's event log over its job file, likewise.
+    let jobs = d.join("jobs.csv");
+    std::fs::write(&jobs, "id,app,submit_s\n0,alexnet,0\n").unwrap();
+    let o = dqngpu(&[
+        "simulate",
+        "--jobs",
+        jobs.to_str().unwrap(),
+        "--scheduler",
+        "fifo",
+        "--events",
+        jobs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--events") && text(&o).contains("--jobs"), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&jobs).unwrap(), "id,app,submit_s\n0,alexnet,0\n");
+    // Drawing flags beside a job file would be ignored: refused.
+    let o = dqngpu(&["simulate", "--jobs", jobs.to_str().unwrap(), "--n-jobs", "5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn built_in_libraries_are_listed_and_a_job_file_finds_its_directory_library_from_anywhere() {
+    let t = ok(&["profile", "ls", "--library", "thesis"]);
+    assert!(t.contains("alexnet"), "{t}");
+    ok(&["profile", "show", "alexnet", "--library", "thesis"]);
+    let d = test_dir("libpath");
+    let lib = d.join("L");
+    ok(&[
+        "profile",
+        "import",
+        "--format",
+        "nvidia-smi",
+        data("nvidia_smi_units.csv").to_str().unwrap(),
+        "--app",
+        "mine",
+        "--gpu",
+        "0",
+        "--store",
+        lib.to_str().unwrap(),
+    ]);
+    // Drawn with a relative library name, in the library's parent...
+    let o = Command::new(BIN)
+        .current_dir(&d)
+        .args(["workload", "--library", "L", "--class", "random", "--jobs", "3", "-o", "sub/jobs.json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // ...and simulated from elsewhere.
+    let o = Command::new(BIN)
+        .current_dir(std::env::temp_dir())
+        .args(["simulate", "--scheduler", "fifo", "--jobs"])
+        .arg(d.join("sub/jobs.json"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}

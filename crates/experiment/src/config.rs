@@ -9,6 +9,10 @@ use dqngpu_rl::net::OptimizerKind;
 use dqngpu_rl::SchedulerName;
 use serde::{Deserialize, Serialize};
 
+/// The most training job sets per library (`training.jobsets`, a scorer setting's `jobsets`):
+/// `dqngpu train --jobsets`'s cap.
+pub const MAX_JOBSETS: usize = 10_000;
+
 /// The whole configuration. Every section has defaults, so an empty file is the thesis's setup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -496,6 +500,33 @@ impl ExperimentConfig {
         self.schedulers.names.iter().map(|n| n.parse()).collect()
     }
 
+    /// Resolves every library and cluster the cells and the scorer's training settings name
+    /// (the main setting's are resolved by the run itself), so that a bad one fails before any
+    /// work, naming its field, rather than after the main evaluation or not at all (`--quick`
+    /// keeps only some cells).
+    pub fn check_references(&self, path: Option<&Path>) -> Result<(), ModelError> {
+        let named = |field: String, e: ModelError| {
+            ModelError::invalid(
+                Location { path: path.map(Path::to_path_buf), line: None, field: Some(field) },
+                e.to_string(),
+            )
+        };
+        for (i, c) in self.cells.iter().enumerate() {
+            dqngpu_model::library::resolve(&c.library).map_err(|e| named(format!("cells[{i}].library"), e))?;
+            dqngpu_model::ClusterSpec::parse_gpus(&c.gpus).map_err(|e| named(format!("cells[{i}].gpus"), e))?;
+        }
+        if self.training.algorithm == "scorer" {
+            for (i, st) in self.training.scorer_settings.iter().enumerate() {
+                let field = |f: String| format!("training.scorer_settings[{i}].{f}");
+                for (j, l) in st.libraries.iter().enumerate() {
+                    dqngpu_model::library::resolve(l).map_err(|e| named(field(format!("libraries[{j}]")), e))?;
+                }
+                dqngpu_model::ClusterSpec::parse_gpus(&st.gpus).map_err(|e| named(field("gpus".into()), e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
     ///
     /// One piece on purpose (about 130 lines): a flat list of independent checks in the file's
@@ -516,7 +547,10 @@ impl ExperimentConfig {
         if self.workloads.classes.is_empty() {
             return Err(bad("workloads.classes", "no workload class".into()));
         }
-        self.classes()?;
+        let classes = self.classes()?;
+        if let Some(k) = (1..classes.len()).find(|&k| classes[..k].contains(&classes[k])) {
+            return Err(bad("workloads.classes", format!("`{}` is listed twice", classes[k])));
+        }
         let focus: WorkloadClass = self.workloads.focus.parse()?;
         if !self.classes()?.contains(&focus) {
             return Err(bad("workloads.focus", format!("`{}` is not one of workloads.classes", self.workloads.focus)));
@@ -547,9 +581,7 @@ impl ExperimentConfig {
         if !(self.training.lr.is_finite() && self.training.lr > 0.0) {
             return Err(bad("training.lr", format!("{} is not a positive learning rate", self.training.lr)));
         }
-        if self.training.hidden.is_empty() || self.training.hidden.contains(&0) {
-            return Err(bad("training.hidden", "needs at least one layer, each of positive width".into()));
-        }
+        dqngpu_rl::reinforce::check_hidden(&self.training.hidden).map_err(|e| bad("training.hidden", e.to_string()))?;
         if let Some(t) = self.training.time_limit_s {
             if !(t.is_finite() && t > 0.0) {
                 return Err(bad("training.time_limit_s", format!("{t} is not a positive number of seconds")));
@@ -586,8 +618,8 @@ impl ExperimentConfig {
                 format!("evaluation seeds {eval:?} overlap the training seeds {train:?}; evaluation must use unseen job sets"),
             ));
         }
-        if self.training.jobsets == 0 {
-            return Err(bad("training.jobsets", "need at least one training job set".into()));
+        if self.training.jobsets == 0 || self.training.jobsets > MAX_JOBSETS as u64 {
+            return Err(bad("training.jobsets", format!("{}; expected 1..={MAX_JOBSETS}", self.training.jobsets)));
         }
         if !["scorer", "thesis"].contains(&self.training.algorithm.as_str()) {
             return Err(bad(
@@ -600,10 +632,13 @@ impl ExperimentConfig {
                 return Err(bad("training.scorer_settings", "the scorer needs a setting to train in".into()));
             }
             for (i, st) in self.training.scorer_settings.iter().enumerate() {
-                if st.libraries.is_empty() || st.jobs == 0 || st.jobsets == 0 {
+                if st.libraries.is_empty()
+                    || !(1..=10_000).contains(&st.jobs)
+                    || !(1..=MAX_JOBSETS).contains(&st.jobsets)
+                {
                     return Err(bad(
                         &format!("training.scorer_settings[{i}]"),
-                        "needs a library, jobs >= 1 and jobsets >= 1".into(),
+                        format!("needs a library, jobs 1..=10000 and jobsets 1..={MAX_JOBSETS}"),
                     ));
                 }
                 if let Some(r) = st.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
@@ -697,6 +732,46 @@ mod tests {
         let q = c.clone().quick();
         assert_eq!(q.eval_seeds().len(), 2);
         assert_eq!(q.training.iterations, c.training.quick_iterations);
+    }
+
+    #[test]
+    fn training_sizes_have_the_clis_caps_and_classes_are_listed_once() {
+        let p = Some(Path::new("exp.toml"));
+        let e = ExperimentConfig::from_toml("[training]\nhidden = [200000, 200000]\n", p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("training.hidden") && e.contains("4096"), "{e}");
+        let e = ExperimentConfig::from_toml("[training]\njobsets = 10001\nfirst_seed = 100000\n", p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("training.jobsets"), "{e}");
+        let e =
+            ExperimentConfig::from_toml("[workloads]\nclasses = ['random', 'random']\n", p).unwrap_err().to_string();
+        assert!(e.contains("workloads.classes") && e.contains("twice"), "{e}");
+        let mut c = ExperimentConfig::default();
+        c.training.scorer_settings[0].jobsets = MAX_JOBSETS + 1;
+        assert!(c.validate(None).unwrap_err().to_string().contains("training.scorer_settings[0]"));
+    }
+
+    #[test]
+    fn references_of_cells_and_training_settings_are_checked_before_any_work() {
+        let p = Some(Path::new("exp.toml"));
+        ExperimentConfig::default().check_references(p).unwrap();
+        let mut c = ExperimentConfig::default();
+        c.cells[1].gpus = "bogus:1".into();
+        let e = c.check_references(p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("cells[1].gpus") && e.contains("bogus"), "{e}");
+        let mut c = ExperimentConfig::default();
+        c.cells[0].library = "nolib".into();
+        assert!(c.check_references(p).unwrap_err().to_string().contains("cells[0].library"));
+        let mut c = ExperimentConfig::default();
+        c.training.scorer_settings[1].libraries.push("nolib".into());
+        let e = c.check_references(p).unwrap_err().to_string();
+        assert!(e.contains("training.scorer_settings[1].libraries["), "{e}");
+        let mut c = ExperimentConfig::default();
+        c.training.scorer_settings[0].gpus = "bogus".into();
+        assert!(c.check_references(p).unwrap_err().to_string().contains("training.scorer_settings[0].gpus"));
+        // The thesis's agents train on the main setting: the scorer's settings are not read.
+        c.training.algorithm = "thesis".into();
+        c.check_references(p).unwrap();
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub use results::ExperimentResults;
 pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<ExperimentResults, ExperimentError> {
     let started = Instant::now();
     cfg.validate(None)?;
+    cfg.check_references(None)?;
     let rl = agents_to_train(&cfg.schedulers()?);
     let setup = runner::Setup::new(cfg)?;
     let bars = MultiProgress::with_draw_target(if progress {

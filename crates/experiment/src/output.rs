@@ -236,6 +236,31 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
     write_chart(&curves, dir, &Figure::TrainingCurves.stem(), "Training curves")
 }
 
+/// Makes `out` ready for [`write_all`] before an experiment runs, so that a bad `--out` fails
+/// at once rather than after minutes of work: it is made (with `plots/`) if missing. A file
+/// where the directory should be is refused, and so is a directory that holds a file of one of
+/// [`FILES`]' names but no `results.json` (not an earlier experiment's output): its files are the
+/// user's, and would be replaced.
+pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
+    let refuse = |message: String| {
+        ModelError::invalid(dqngpu_model::Location { path: Some(out.to_path_buf()), line: None, field: None }, message)
+    };
+    if out.exists() && !out.is_dir() {
+        return Err(refuse("is a file; the experiment writes a directory there".into()).into());
+    }
+    if !out.join("results.json").is_file() {
+        if let Some(f) = FILES.iter().find(|f| out.join(f).exists()) {
+            return Err(refuse(format!(
+                "holds `{f}` but no results.json of an earlier experiment; it would be replaced, so choose another --out"
+            ))
+            .into());
+        }
+    }
+    let plots = out.join("plots");
+    std::fs::create_dir_all(&plots).map_err(|source| ModelError::Io { path: plots, source })?;
+    Ok(())
+}
+
 /// Writes config.toml, summary.csv, league.csv, plots/, results.json, report.md and report.html into
 /// `out`; returns the paths written.
 pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, ExperimentError> {
@@ -352,6 +377,27 @@ mod tests {
             wall_s: 1.0,
             cells,
         }
+    }
+
+    #[test]
+    fn an_out_dir_is_prepared_only_where_nothing_of_the_users_would_be_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("new");
+        prepare(&out).unwrap();
+        assert!(out.join("plots").is_dir());
+        // A file in the way, and a user's report.md with no earlier results beside it.
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "x").unwrap();
+        assert!(prepare(&file).unwrap_err().to_string().contains("is a file"));
+        let mine = dir.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::write(mine.join("report.md"), "my notes").unwrap();
+        let e = prepare(&mine).unwrap_err().to_string();
+        assert!(e.contains("report.md") && e.contains("mine"), "{e}");
+        assert_eq!(std::fs::read_to_string(mine.join("report.md")).unwrap(), "my notes");
+        // An earlier experiment's output may be written over.
+        write_all(&synthetic(), &out).unwrap();
+        prepare(&out).unwrap();
     }
 
     #[test]

@@ -78,10 +78,10 @@ pub fn parse_groups_csv(text: &str, path: Option<&Path>) -> Result<Vec<Group>, M
     let mut groups: Vec<Group> = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
+            let line = e.position().map_or(0, |p| dqngpu_model::error::csv_line(text, p));
             located(path, line, "row", format!("malformed CSV: {e}"))
         })?;
-        let line = rec.position().map_or(0, |p| p.line());
+        let line = rec.position().map_or(0, |p| dqngpu_model::error::csv_line(text, p));
         let job = job_of(&rec, &idx, line, path)?;
         let id = rec.get(idx[0]).unwrap_or("");
         match groups.iter_mut().find(|g| g.id == id) {

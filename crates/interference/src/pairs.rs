@@ -70,9 +70,12 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
     let mut pairs = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            ModelError::invalid(at(path, e.position().map(|p| p.line()), None), format!("malformed CSV: {e}"))
+            ModelError::invalid(
+                at(path, e.position().map(|p| dqngpu_model::error::csv_line(text, p)), None),
+                format!("malformed CSV: {e}"),
+            )
         })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let line = rec.position().map(|p| dqngpu_model::error::csv_line(text, p)).unwrap_or(0);
         let get = |k: usize| rec.get(idx[k]).unwrap_or("");
         let bad = |k: usize, msg: String| ModelError::invalid(at(path, Some(line), Some(REQUIRED[k])), msg);
         let name = |k: usize| -> Result<String, ModelError> {
@@ -194,6 +197,17 @@ mod tests {
         let again = parse_pairs_csv(&out, None).unwrap();
         let out2 = with_predictions(&again, &[(0.5, 0.6)]).unwrap();
         assert!(out2.contains(",5246,0.5000,0.6000\n") && out2.matches("pred_speed1").count() == 1, "{out2}");
+    }
+
+    #[test]
+    fn lines_are_counted_alike_in_windows_files() {
+        let row = "36,MobileNetV3,ImageNet,1,32,0,0.842,MobileNetV2,CIFAR-10,1,32,0,0.904,45.4,18.7,5246\n";
+        let bad = row.replace("0.842", "abc");
+        let text = format!("{HEADER}{row}{bad}").replace('\n', "\r\n");
+        let e = parse_pairs_csv(&text, Some(Path::new("p.csv"))).unwrap_err().to_string();
+        assert!(e.contains("p.csv, line 3, field `speed1`"), "{e}");
+        let f = parse_pairs_csv(&format!("{HEADER}{row}{row}").replace('\n', "\r\n"), None).unwrap();
+        assert_eq!(f.pairs.iter().map(|p| p.line).collect::<Vec<_>>(), [2, 3]);
     }
 
     #[test]

@@ -102,6 +102,16 @@ impl ModelError {
 /// Shorthand result.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
 
+/// The 1-based line of the CSV record (or error) at `pos` in `text`. The csv crate counts a
+/// record that follows a CRLF from before the `\n`, one line short (so a file saved on Windows
+/// would have every error blamed on the line above): the terminator's rest, and any blank
+/// lines, are counted here.
+pub fn csv_line(text: &str, pos: &csv::Position) -> u64 {
+    let rest = text.as_bytes().get(usize::try_from(pos.byte()).unwrap_or(usize::MAX)..).unwrap_or_default();
+    let skipped = rest.iter().take_while(|&&c| matches!(c, b'\r' | b'\n')).filter(|&&c| c == b'\n').count();
+    pos.line() + skipped as u64
+}
+
 /// Reads a whole file, mapping the error to [`ModelError::Io`].
 pub fn read_file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })

@@ -85,10 +85,10 @@ pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppPro
     let mut lines = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line());
+            let line = e.position().map(|p| crate::error::csv_line(text, p));
             ModelError::invalid(loc(path, line, None), format!("malformed CSV: {e}"))
         })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let line = rec.position().map(|p| crate::error::csv_line(text, p)).unwrap_or(0);
         first_line.get_or_insert(line);
         let mut vals = [0.0f64; 5];
         for k in 0..5 {

@@ -76,6 +76,7 @@ pub const MAX_SUBMIT_S: f64 = 1e9;
 
 /// One job of a job set: an app (a key of the library) submitted at a time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// Identifier.
     pub id: JobId,
@@ -86,8 +87,10 @@ pub struct JobSpec {
     pub submit_s: f64,
 }
 
-/// A set of jobs, with where it came from.
+/// A set of jobs, with where it came from. Unknown keys are refused (a misspelt `submit_s`
+/// would otherwise submit every job at 0).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobSet {
     /// Library the apps come from, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -152,9 +155,12 @@ impl JobSet {
             .map_err(|e| ModelError::invalid(at(Some(1), None), format!("cannot read header: {e}")))?
             .clone();
         let col = |name: &str| headers.iter().position(|h| h == name);
-        for h in headers.iter() {
+        for (k, h) in headers.iter().enumerate() {
             if !["id", "app", "submit_s"].contains(&h) {
                 return Err(ModelError::invalid(at(Some(1), Some(h)), "unknown column; expected id,app,submit_s"));
+            }
+            if col(h) != Some(k) {
+                return Err(ModelError::invalid(at(Some(1), Some(h)), "the column appears twice"));
             }
         }
         let (id_c, app_c) = match (col("id"), col("app")) {
@@ -167,9 +173,12 @@ impl JobSet {
         let mut lines = Vec::new();
         for rec in rdr.records() {
             let rec = rec.map_err(|e| {
-                ModelError::invalid(at(e.position().map(|p| p.line()), None), format!("malformed CSV: {e}"))
+                ModelError::invalid(
+                    at(e.position().map(|p| crate::error::csv_line(text, p)), None),
+                    format!("malformed CSV: {e}"),
+                )
             })?;
-            let line = rec.position().map(|p| p.line());
+            let line = rec.position().map(|p| crate::error::csv_line(text, p));
             let raw_id = rec.get(id_c).unwrap_or("");
             let id: JobId = raw_id.parse().map_err(|_| {
                 ModelError::invalid(
@@ -218,8 +227,9 @@ impl JobSet {
         Ok(set)
     }
 
-    /// Parses the JSON form.
+    /// Parses the JSON form (a UTF-8 byte-order mark before it is skipped, as CSV's is).
     pub fn parse_json(text: &str, path: Option<&Path>) -> Result<Self> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let set: JobSet = serde_json::from_str(text).map_err(|e| {
             ModelError::invalid(
                 Location { path: path.map(Path::to_path_buf), line: Some(e.line() as u64), field: None },
@@ -230,23 +240,29 @@ impl JobSet {
         Ok(set)
     }
 
-    /// Reads a job-set file (`.csv` or `.json`).
+    /// Reads a job-set file: `.csv` is CSV, `.json` JSON; any other name is JSON when its text
+    /// begins with `{`, else CSV.
     pub fn read(path: &Path) -> Result<Self> {
         let text = read_file(path)?;
-        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
-            Self::parse_csv(&text, Some(path))
-        } else {
+        let ext = |x: &str| path.extension().is_some_and(|e| e.eq_ignore_ascii_case(x));
+        let json = ext("json") || (!ext("csv") && text.trim_start_matches('\u{feff}').trim_start().starts_with('{'));
+        if json {
             Self::parse_json(&text, Some(path))
+        } else {
+            Self::parse_csv(&text, Some(path))
         }
     }
 
-    /// The CSV form.
+    /// The CSV form (an app name with a comma or a quote is quoted, so it reads back).
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("id,app,submit_s\n");
-        for j in &self.jobs {
-            s.push_str(&format!("{},{},{}\n", j.id, j.app, j.submit_s));
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let rows = std::iter::once(["id".to_string(), "app".into(), "submit_s".into()])
+            .chain(self.jobs.iter().map(|j| [j.id.to_string(), j.app.clone(), j.submit_s.to_string()]));
+        for row in rows {
+            // Writing to memory cannot fail.
+            let _ = w.write_record(&row);
         }
-        s
+        w.into_inner().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     }
 
     /// Writes the set (`.csv` or JSON by extension), atomically.
@@ -272,6 +288,46 @@ mod tests {
         assert_eq!(JobSet::parse_csv(&set.to_csv(), None).unwrap(), set);
         let json = serde_json::to_string(&set).unwrap();
         assert_eq!(JobSet::parse_json(&json, None).unwrap(), set);
+    }
+
+    #[test]
+    fn odd_app_names_round_trip_and_nonsense_keys_or_columns_are_refused() {
+        let set = JobSet::new(vec![
+            JobSpec { id: 0, app: "a,b".into(), submit_s: 0.0 },
+            JobSpec { id: 1, app: "say \"hi\"".into(), submit_s: 1.5 },
+        ]);
+        assert_eq!(JobSet::parse_csv(&set.to_csv(), None).unwrap(), set);
+        let p = Some(Path::new("jobs.json"));
+        // A misspelt key would submit the job at 0 without a word.
+        let e = JobSet::parse_json(r#"{"jobs": [{"id": 1, "app": "alexnet", "submit": 500}]}"#, p).unwrap_err();
+        assert!(e.to_string().contains("jobs.json") && e.to_string().contains("submit"), "{e}");
+        assert!(JobSet::parse_json(r#"{"jobs": [], "jobz": 1}"#, p).unwrap_err().to_string().contains("jobz"));
+        let e = JobSet::parse_csv("id,app,submit_s,id\n0,a,0,1\n", Some(Path::new("j.csv"))).unwrap_err().to_string();
+        assert!(e.contains("line 1, field `id`") && e.contains("twice"), "{e}");
+        // A byte-order mark is skipped in JSON as in CSV.
+        let json = format!("\u{feff}{}", serde_json::to_string(&set).unwrap());
+        assert_eq!(JobSet::parse_json(&json, None).unwrap(), set);
+        // A file named neither .csv nor .json is read by its text.
+        let dir = tempfile::tempdir().unwrap();
+        let txt = dir.path().join("jobs.txt");
+        std::fs::write(&txt, set.to_csv()).unwrap();
+        assert_eq!(JobSet::read(&txt).unwrap(), set);
+        std::fs::write(&txt, serde_json::to_string(&set).unwrap()).unwrap();
+        assert_eq!(JobSet::read(&txt).unwrap(), set);
+    }
+
+    #[test]
+    fn csv_errors_name_the_same_line_in_windows_files() {
+        let p = Some(Path::new("jobs.csv"));
+        for (text, line) in [
+            ("id,app,submit_s\n0,a,0\n1,a,NaN\n", "line 3"),
+            ("id,app,submit_s\r\n0,a,0\r\n1,a,NaN\r\n", "line 3"),
+            ("id,app,submit_s\r\n0,a,0\r\n\r\n\r\n1,a,NaN\r\n", "line 5"),
+            ("id,app,submit_s\n\n0,a,0\n1,a,NaN\n", "line 4"),
+        ] {
+            let e = JobSet::parse_csv(text, p).unwrap_err().to_string();
+            assert!(e.contains(&format!("jobs.csv, {line}, field `submit_s`")), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -302,6 +302,22 @@ impl AppProfile {
                 }
             }
         }
+        // Where it was recorded: 0 is "not known"; below that, or no number, is no GPU.
+        if let Some(on) = &self.recorded_on {
+            let max = crate::cluster::MAX_CUSTOM_MEMORY_MIB;
+            if !(on.memory_mib.is_finite() && (0.0..=max).contains(&on.memory_mib)) {
+                return Err(ModelError::invalid(
+                    at("recorded_on.memory_mib"),
+                    format!("{} is not a GPU's memory (0 to {max:e} MiB; 0: not known)", on.memory_mib),
+                ));
+            }
+            if !(on.pcie_gbps.is_finite() && (0.0..=crate::cluster::MAX_CUSTOM_PCIE_GBPS).contains(&on.pcie_gbps)) {
+                return Err(ModelError::invalid(
+                    at("recorded_on.pcie_gbps"),
+                    format!("{} is not a link's bandwidth in GB/s (0: not known)", on.pcie_gbps),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -357,6 +373,27 @@ mod tests {
         assert_eq!(p.totals(), t, "read again from the cache");
         let c = p.constant(s(1.0, 7.0));
         assert_eq!((c.totals().util_work, c.totals().mem_work, c.totals().min_mem_mib), (6.0, 42.0, 7.0));
+    }
+
+    #[test]
+    fn where_a_profile_was_recorded_must_be_a_gpu() {
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let mut p = AppProfile::new(info, 1.0, vec![Resources::new(10.0, 500.0, 0.0, 0.0)]).unwrap();
+        let on = RecordedOn { node: "n".into(), gpu_name: "G".into(), memory_mib: 12288.0, ..Default::default() };
+        p.recorded_on = Some(on.clone());
+        p.validate().unwrap();
+        for (bad, field) in [
+            (RecordedOn { memory_mib: -5.0, ..on.clone() }, "recorded_on.memory_mib"),
+            (RecordedOn { memory_mib: f64::NAN, ..on.clone() }, "recorded_on.memory_mib"),
+            (RecordedOn { pcie_gbps: f64::INFINITY, ..on.clone() }, "recorded_on.pcie_gbps"),
+        ] {
+            p.recorded_on = Some(bad);
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+        // 0 is "not known", as an import without a driver writes it.
+        p.recorded_on = Some(RecordedOn { memory_mib: 0.0, ..on });
+        p.validate().unwrap();
     }
 
     #[test]

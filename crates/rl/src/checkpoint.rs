@@ -96,6 +96,7 @@ pub fn meta_path(weights: &Path) -> PathBuf {
 /// in "cannot save".
 pub fn check_path(path: &Path) -> Result<(), RlError> {
     check_extension(path)?;
+    check_meta_is_a_checkpoints(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -105,6 +106,26 @@ pub fn check_path(path: &Path) -> Result<(), RlError> {
     std::fs::write(&probe, b"").map_err(|source| RlError::Io { path: probe.clone(), source })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+/// The metadata file beside `path`, if one is there, must be an earlier checkpoint's: saving
+/// replaces it, and a job set or a config that happens to share the name is the user's.
+fn check_meta_is_a_checkpoints(path: &Path) -> Result<(), RlError> {
+    let meta = meta_path(path);
+    let Ok(text) = std::fs::read(&meta) else { return Ok(()) };
+    let ours = serde_json::from_slice::<serde_json::Value>(&text)
+        .is_ok_and(|v| v.get("format").is_some() && v.get("agent").is_some() && v.get("encoding").is_some());
+    if ours {
+        return Ok(());
+    }
+    Err(RlError::Config {
+        field: "model path",
+        message: format!(
+            "{} is there and is no checkpoint's metadata; saving the model as {} would replace it: choose another name",
+            meta.display(),
+            path.display()
+        ),
+    })
 }
 
 /// The weights file must not be its own metadata file.
@@ -126,6 +147,7 @@ fn check_extension(path: &Path) -> Result<(), RlError> {
 /// the path with [`check_path`] before training; a write error here still names the file.)
 pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
     check_extension(path)?;
+    check_meta_is_a_checkpoints(path)?;
     let meta_file = meta_path(path);
     net.save(path)?;
     let text = serde_json::to_string_pretty(meta)

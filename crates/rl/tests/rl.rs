@@ -171,6 +171,29 @@ fn checkpoint_round_trip_and_mismatch_refused() {
     assert!(e.to_string().contains("missing.json"), "{e}");
 }
 
+#[test]
+fn a_model_is_never_saved_over_a_json_that_is_no_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.safetensors");
+    let users = r#"{"jobs": [{"id": 0, "app": "alexnet", "submit_s": 0}]}"#;
+    std::fs::write(dir.path().join("jobs.json"), users).unwrap();
+    let enc = Encoding::DeepRmClassic(DeepRmParams { num_nw: 5, ..Default::default() });
+    let net = PolicyNet::new(enc.obs_len(), &[4], enc.n_actions(), Head::Joint, 1).unwrap();
+    for e in [
+        checkpoint::check_path(&path).unwrap_err(),
+        checkpoint::save(&path, &net, &meta(enc.clone(), deeprm::AGENT)).unwrap_err(),
+    ] {
+        assert!(e.to_string().contains("jobs.json") && e.to_string().contains("no checkpoint"), "{e}");
+    }
+    assert_eq!(std::fs::read_to_string(dir.path().join("jobs.json")).unwrap(), users, "the user's file is kept");
+    assert!(!path.exists(), "nothing half-saved");
+    // An earlier checkpoint's metadata is replaced as before.
+    let model = dir.path().join("m.safetensors");
+    checkpoint::save(&model, &net, &meta(enc.clone(), deeprm::AGENT)).unwrap();
+    checkpoint::check_path(&model).unwrap();
+    checkpoint::save(&model, &net, &meta(enc, deeprm::AGENT)).unwrap();
+}
+
 fn profile(name: &str, mem: &[(usize, f64)]) -> AppProfile {
     let samples = mem.iter().flat_map(|&(n, m)| vec![Resources::new(30.0, m, 20.0, 100.0); n]).collect();
     AppProfile::new(AppInfo { name: name.into(), ..Default::default() }, 1.0, samples).unwrap()

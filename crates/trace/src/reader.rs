@@ -296,6 +296,17 @@ pub fn parse_pods(text: &str, file: &str) -> Result<Vec<PodRow>> {
             }
             _ => Vec::new(),
         };
+        let creation_time = row.opt_uint(created, "creation_time")?;
+        let deletion_time = row.opt_uint(deleted, "deletion_time")?;
+        let scheduled_time = row.opt_uint(scheduled, "scheduled_time")?;
+        // A pod cannot end before it was made or placed (a timed replay would run it for 1 s).
+        for (start, field) in [(creation_time, "creation_time"), (scheduled_time, "scheduled_time")] {
+            if let (Some(s), Some(d)) = (start, deletion_time) {
+                if d < s {
+                    return Err(row.err("deletion_time", format!("{d} is before {field} {s}")));
+                }
+            }
+        }
         out.push(PodRow {
             name,
             cpu_milli,
@@ -305,9 +316,9 @@ pub fn parse_pods(text: &str, file: &str) -> Result<Vec<PodRow>> {
             gpu_spec,
             qos: row.opt_text(qos),
             pod_phase: row.opt_text(phase),
-            creation_time: row.opt_uint(created, "creation_time")?,
-            deletion_time: row.opt_uint(deleted, "deletion_time")?,
-            scheduled_time: row.opt_uint(scheduled, "scheduled_time")?,
+            creation_time,
+            deletion_time,
+            scheduled_time,
         });
     }
     Ok(out)
@@ -345,6 +356,16 @@ mod tests {
 
     fn err_of(text: &str) -> String {
         parse_pods(text, "bad.csv").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_pod_may_not_end_before_it_was_made_or_placed() {
+        let h = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n";
+        let e = err_of(&format!("{h}a,1,1,1,500,10,20,12\nb,1,1,1,500,30,20,\n"));
+        assert!(e.contains("line 3") && e.contains("deletion_time") && e.contains("creation_time 30"), "{e}");
+        let e = err_of(&format!("{h}a,1,1,1,500,10,20,25\n"));
+        assert!(e.contains("line 2") && e.contains("scheduled_time 25"), "{e}");
+        assert_eq!(parse_pods(&format!("{h}a,1,1,1,500,10,10,10\n"), "ok.csv").unwrap().len(), 1);
     }
 
     #[test]

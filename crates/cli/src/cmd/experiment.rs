@@ -12,7 +12,8 @@ pub struct Args {
     /// Experiment config (TOML); the built-in defaults reproduce the thesis (see configs/thesis.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Output directory.
+    /// Output directory (made if missing). An earlier experiment's files there are replaced; a
+    /// directory that holds files of the same names but no earlier experiment is refused.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Evaluation job sets per class (seeds never used in training); overrides the config.
@@ -36,6 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cfg.evaluation.seeds = n;
         cfg.validate(args.config.as_deref()).context("--seeds")?;
     }
+    // Every cell and training setting is checked, `--quick`'s dropped ones too, and the out
+    // dir is made ready, before minutes of work.
+    cfg.check_references(args.config.as_deref())?;
+    output::prepare(&args.out).with_context(|| format!("--out {}", args.out.display()))?;
     if args.quick {
         cfg = cfg.quick();
     }

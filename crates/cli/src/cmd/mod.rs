@@ -74,6 +74,27 @@ impl PlanArgs {
 }
 
 /// A whole number from 1 to `max` of `what`, or an error saying so (clap names the flag).
+/// Refuses an output (`flag` `output`) that is one of the command's input files (`inputs`, by
+/// flag): writing it would replace the input before, or instead of, reading it, and a raw log
+/// cannot be recorded again. Compared as files (the same file by another path counts too); an
+/// output that does not exist yet is no input.
+pub fn refuse_output_over_input(
+    flag: &str,
+    output: &std::path::Path,
+    inputs: &[(&str, &std::path::Path)],
+) -> anyhow::Result<()> {
+    let Ok(out) = output.canonicalize() else { return Ok(()) };
+    for (input_flag, input) in inputs {
+        if input.canonicalize().is_ok_and(|i| i == out) {
+            anyhow::bail!(
+                "{flag} {} is the file {input_flag} reads; writing it would replace the input: choose another name",
+                output.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn parse_count(s: &str, max: usize, what: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),

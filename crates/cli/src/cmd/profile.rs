@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use dqngpu_model::format::{read_profile, write_profile, ProfileFormat};
-use dqngpu_model::library::read_dir_library;
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
 use dqngpu_profiler::sampler::{run_command, GpuSampler};
@@ -92,9 +91,27 @@ struct OutArgs {
     token_file: Option<PathBuf>,
 }
 
+/// Refuses a profile output `output` (with a CSV's `.meta.json` sidecar) that is the input.
+fn refuse_profile_over_input(output: &Path, input: (&str, &Path)) -> anyhow::Result<()> {
+    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let sidecar = output.with_file_name(format!("{stem}.meta.json"));
+    super::refuse_output_over_input("-o", output, &[input])?;
+    super::refuse_output_over_input("-o's sidecar", &sidecar, &[input])
+}
+
 impl OutArgs {
-    /// Fails before any work when the output cannot be written.
-    fn check(&self) -> anyhow::Result<()> {
+    /// Fails before any work when the output cannot be written, or when no destination is given
+    /// (a token file is no destination: it goes with `--server`), or when it would replace the
+    /// `input` (flag, path).
+    fn check(&self, input: Option<(&str, &Path)>) -> anyhow::Result<()> {
+        if self.output.is_none() && self.store.is_none() && self.server.is_none() {
+            bail!(
+                "give where the profile goes: -o FILE, --store DIR or --server URL (--token-file goes with --server)"
+            );
+        }
+        if let (Some(o), Some(input)) = (&self.output, input) {
+            refuse_profile_over_input(o, input)?;
+        }
         if let Some(o) = &self.output {
             ProfileFormat::from_path(o)?;
             if let Some(dir) = o.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -126,8 +143,12 @@ impl OutArgs {
 
 /// DIR/NAME.json, or NAME-2.json, NAME-3.json ... when taken (several profiles per app).
 fn free_path(dir: &Path, app: &str) -> PathBuf {
-    let stem: String =
+    let mut stem: String =
         app.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    // A leading dot would hide the file from the library reader (and from `ls`).
+    if stem.starts_with('.') || stem.is_empty() {
+        stem.insert(0, '_');
+    }
     let taken = |s: &str| dir.join(format!("{s}.json")).exists() || dir.join(format!("{s}.csv")).exists();
     if !taken(&stem) {
         return dir.join(format!("{stem}.json"));
@@ -188,12 +209,12 @@ struct ImportArgs {
     out: OutArgs,
 }
 
-/// A library directory or the service.
+/// A library (built-in or a directory) or the service.
 #[derive(clap::Args, Debug)]
 struct SourceArgs {
-    /// Library directory of profile files.
+    /// Library: thesis, lucid, generated:SEED, or a directory of profile files.
     #[arg(long, conflicts_with = "server")]
-    library: Option<PathBuf>,
+    library: Option<String>,
     /// Service URL (its GET /v1/profiles).
     #[arg(long)]
     server: Option<String>,
@@ -229,9 +250,9 @@ struct ShowArgs {
 struct ExportArgs {
     /// A profile file, or a profile in --library (file stem or app name).
     input: String,
-    /// Library directory to find INPUT in.
+    /// Library to find INPUT in: thesis, lucid, generated:SEED, or a directory.
     #[arg(long)]
-    library: Option<PathBuf>,
+    library: Option<String>,
     /// Output file; .csv (with .meta.json sidecar) or .json decides the format.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
@@ -253,7 +274,7 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     if !(1..=MAX_INTERVAL_MS).contains(&a.interval_ms) {
         bail!("--interval-ms must be between 1 and {MAX_INTERVAL_MS} (one hour), got {}", a.interval_ms);
     }
-    a.out.check()?;
+    a.out.check(None)?;
     let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
     eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
@@ -279,7 +300,7 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
 
 fn import(a: ImportArgs) -> anyhow::Result<()> {
     let format: ImportFormat = a.format.parse()?;
-    a.out.check()?;
+    a.out.check(Some(("FILE", &a.file)))?;
     let opts = ImportOptions {
         app: a.prior.info()?,
         gpu: a.gpu,
@@ -314,8 +335,8 @@ struct Entry {
 
 fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
     match (&source.library, &source.server) {
-        (Some(dir), _) => {
-            let lib = read_dir_library(dir)?;
+        (Some(name), _) => {
+            let lib = dqngpu_model::library::resolve(name)?;
             Ok(lib
                 .apps
                 .iter()
@@ -335,7 +356,7 @@ fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
                 })
                 .collect())
         }
-        (None, None) => bail!("give --library DIR or --server URL"),
+        (None, None) => bail!("give --library NAME|DIR or --server URL"),
     }
 }
 
@@ -423,7 +444,7 @@ fn load_one(name: &str, source: &SourceArgs) -> anyhow::Result<Entry> {
     let p = Path::new(name);
     if source.library.is_none() && source.server.is_none() {
         if !p.is_file() {
-            bail!("`{name}` is not a profile file; give --library DIR or --server URL to look it up by name");
+            bail!("`{name}` is not a profile file; give --library NAME|DIR or --server URL to look it up by name");
         }
         let key = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         return Ok(Entry { key, profile: Some(read_profile(p)?), row: None });
@@ -476,6 +497,7 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
 }
 
 fn export(a: ExportArgs) -> anyhow::Result<()> {
+    refuse_profile_over_input(&a.output, ("INPUT", Path::new(&a.input)))?;
     let source = SourceArgs { library: a.library.clone(), server: None, token_file: None };
     let e = load_one(&a.input, &source)?;
     let p = e.profile.context("no profile")?;

@@ -34,10 +34,10 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Jobs to draw with `--workload` (1 to 1,000,000).
-    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count)]
+    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = super::parse_job_count, conflicts_with = "jobs")]
     pub n_jobs: usize,
     /// Poisson arrivals at this rate (jobs per second) for a drawn workload; default all at t = 0.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, conflicts_with = "jobs")]
     pub arrival_rate: Option<f64>,
     /// The cluster, e.g. `titanxp:1`, `4xtitanxp:2`, `titanxp,t4:2` (nodes x model:GPUs).
     #[arg(long, default_value = "titanxp:1", conflicts_with = "cluster")]
@@ -167,13 +167,28 @@ pub fn cluster(gpus: &str, file: Option<&Path>) -> anyhow::Result<ClusterSpec> {
     })
 }
 
+/// The library `name` a job file at `path` records: a directory named relative to the file is
+/// found beside it (the file may be read from anywhere); any other name is as written.
+fn beside(path: &Path, name: &str) -> String {
+    let dir = path.parent().unwrap_or(Path::new("")).join(name);
+    if Path::new(name).is_relative() && dir.is_dir() {
+        dir.display().to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 /// The job set and app library the flags describe, with the workload's name.
 fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
     match &args.jobs {
         Some(path) => {
             let set = JobSet::read(path)?;
-            let lib_name = args.library.clone().or_else(|| set.library.clone()).unwrap_or_else(|| "thesis".into());
-            let lib = library::resolve(&lib_name)?;
+            let lib = match (&args.library, &set.library) {
+                (Some(name), _) => library::resolve(name)?,
+                (None, Some(name)) => library::resolve(&beside(path, name))
+                    .with_context(|| format!("the library job file {} names", path.display()))?,
+                (None, None) => library::resolve("thesis")?,
+            };
             Ok((set, lib, path.display().to_string()))
         }
         None => {
@@ -189,6 +204,14 @@ fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
 
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(events) = &args.events {
+        let inputs: Vec<(&str, &Path)> =
+            [("--jobs", &args.jobs), ("--cluster", &args.cluster), ("--model", &args.model)]
+                .into_iter()
+                .filter_map(|(flag, p)| Some((flag, p.as_deref()?)))
+                .collect();
+        super::refuse_output_over_input("--events", events, &inputs)?;
+    }
     let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);

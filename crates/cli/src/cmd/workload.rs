@@ -41,9 +41,19 @@ pub fn arrivals(rate: Option<f64>) -> Arrivals {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let class: WorkloadClass = args.class.parse()?;
     let lib = library::resolve(&args.library)?;
-    let set = draw(&lib, class, args.jobs, args.seed, arrivals(args.arrival_rate))?;
+    let mut set = draw(&lib, class, args.jobs, args.seed, arrivals(args.arrival_rate))?;
+    // A directory is recorded as a whole path, so the file names its library from anywhere.
+    let dir = std::path::Path::new(&args.library);
+    if !["thesis", "lucid"].contains(&args.library.as_str()) && dir.is_dir() {
+        if let Ok(whole) = dir.canonicalize() {
+            set.library = Some(whole.display().to_string());
+        }
+    }
     match &args.output {
         Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
             set.write(path).with_context(|| format!("writing the job set to {}", path.display()))?;
             eprintln!("wrote {} jobs ({class}, seed {}) to {}", set.jobs.len(), args.seed, path.display());
         }

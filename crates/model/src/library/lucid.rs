@@ -101,9 +101,12 @@ pub fn parse_solo_csv(text: &str, path: Option<&Path>) -> Result<Vec<SoloConfig>
     let mut seen = BTreeMap::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            ModelError::invalid(at(e.position().map(|p| p.line()), None), format!("malformed CSV: {e}"))
+            ModelError::invalid(
+                at(e.position().map(|p| crate::error::csv_line(text, p)), None),
+                format!("malformed CSV: {e}"),
+            )
         })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let line = rec.position().map(|p| crate::error::csv_line(text, p)).unwrap_or(0);
         let field = |c: usize| rec.get(c).unwrap_or("");
         let text_field = |k: usize| -> Result<String> {
             let v = field(idx[k]);
