@@ -108,8 +108,14 @@ fn main() {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
+        // A cause whose text its parent already quotes (an I/O error after its file) says nothing new.
+        let mut said = e.to_string();
         for cause in e.chain().skip(1) {
-            eprintln!("  caused by: {cause}");
+            let text = cause.to_string();
+            if !said.contains(&text) {
+                eprintln!("  caused by: {text}");
+            }
+            said = text;
         }
         std::process::exit(cmd::exit_code(&e));
     }

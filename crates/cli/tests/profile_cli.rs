@@ -582,6 +582,9 @@ fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
 fn built_in_libraries_are_listed_and_a_job_file_finds_its_directory_library_from_anywhere() {
     let t = ok(&["profile", "ls", "--library", "thesis"]);
     assert!(t.contains("alexnet"), "{t}");
+    let o = dqngpu(&["apps", "--library", data("nvidia_smi_units.csv").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is a file"), "{}", text(&o));
     ok(&["profile", "show", "alexnet", "--library", "thesis"]);
     let d = test_dir("libpath");
     let lib = d.join("L");

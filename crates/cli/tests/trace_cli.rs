@@ -148,3 +148,27 @@ fn seed_worker_and_run_counts_out_of_range_are_refused() {
         assert!(!Path::new(out).exists(), "{args:?} wrote results");
     }
 }
+
+#[test]
+fn the_shipped_trace_is_found_from_any_working_directory() {
+    let d = test_dir("cwd");
+    let o = Command::new(BIN)
+        .current_dir(&d)
+        .args(["trace", "replay", "--policy", "bestfit", "--seed", "42", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["allocation_pct"].as_array().unwrap().len(), 131);
+    // A file that is nowhere says where the trace ships.
+    let o = Command::new(BIN).current_dir(&d).args(["trace", "replay", "--pods", "nosuch.csv"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nosuch.csv") && err.contains("--pods"), "{err}");
+    // A list with a header and no pods names its file.
+    let (n, p) = fixture(&d, "");
+    let o = replay(&n, &p, &["--policy", "bestfit"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("pods.csv") && err.contains("no pods"), "{err}");
+}

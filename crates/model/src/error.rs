@@ -47,7 +47,7 @@ pub enum ModelError {
         message: String,
     },
     /// A name (app, class, scheduler, GPU model...) is not known.
-    #[error("unknown {what} `{name}`; valid: {}", valid.join(", "))]
+    #[error("unknown {what} `{}`; valid: {}", shortened(name), valid.join(", "))]
     UnknownName {
         /// What kind of name ("app", "GPU model", ...).
         what: &'static str,
@@ -57,7 +57,7 @@ pub enum ModelError {
         valid: Vec<String>,
     },
     /// A name has a known form but a bad part (`generated:x`: the seed is not a number).
-    #[error("bad {what} `{name}`: {problem}")]
+    #[error("bad {what} `{}`: {problem}", shortened(name))]
     BadName {
         /// What kind of name ("library", ...).
         what: &'static str,
@@ -112,9 +112,28 @@ pub fn csv_line(text: &str, pos: &csv::Position) -> u64 {
     pos.line() + skipped as u64
 }
 
-/// Reads a whole file, mapping the error to [`ModelError::Io`].
+/// `name` as an error quotes it: whole up to 120 characters, else its start and how long it is
+/// (a 50 MB field must not make a 50 MB message).
+pub fn shortened(name: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 120;
+    match name.char_indices().nth(MAX) {
+        None => name.into(),
+        Some((cut, _)) => format!("{}... ({} characters)", &name[..cut], name.chars().count()).into(),
+    }
+}
+
+/// Reads a whole file, mapping the error to [`ModelError::Io`]; a file that is not UTF-8 text
+/// is an error at the line where the first bad byte is.
 pub fn read_file(path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+    let bytes = std::fs::read(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = 1 + good.iter().filter(|&&c| c == b'\n').count() as u64;
+        ModelError::invalid(
+            Location { path: Some(path.to_path_buf()), line: Some(line), field: None },
+            format!("not UTF-8 text (byte {} of the file)", good.len() + 1),
+        )
+    })
 }
 
 /// Writes a file atomically: a temporary sibling, then a rename, so a crash never leaves half a file.
@@ -125,4 +144,30 @@ pub fn write_file_atomic(path: &std::path::Path, contents: &[u8]) -> Result<()> 
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     std::fs::write(&tmp, contents).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_is_not_text_is_refused_at_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.csv");
+        std::fs::write(&path, b"id,app\n0,alexnet\n1,\xff\xfe\n").unwrap();
+        let e = read_file(&path).unwrap_err().to_string();
+        assert!(e.contains("jobs.csv, line 3") && e.contains("not UTF-8") && e.contains("byte 20"), "{e}");
+        std::fs::write(&path, "id,app\n").unwrap();
+        assert_eq!(read_file(&path).unwrap(), "id,app\n");
+    }
+
+    #[test]
+    fn huge_names_are_quoted_by_their_start() {
+        let e = ModelError::UnknownName { what: "app", name: "x".repeat(1_000_000), valid: vec!["a".into()] };
+        let text = e.to_string();
+        assert!(text.len() < 300 && text.contains("(1000000 characters)"), "{}", text.len());
+        assert_eq!(shortened("alexnet"), "alexnet");
+        // Cut on a character, not inside one.
+        assert!(shortened(&"é".repeat(200)).starts_with(&"é".repeat(120)));
+    }
 }

@@ -248,3 +248,19 @@ fn bad_input_names_the_line() {
     let e = "parquet".parse::<ImportFormat>().unwrap_err();
     assert!(e.is_usage() && e.to_string().contains("nvidia-smi, dmon, dcgm"));
 }
+
+#[test]
+fn the_profiles_own_checks_name_the_log() {
+    let log = "timestamp, name, index, utilization.gpu [%], memory.used [MiB]\n\
+               2026/11/25 21:50:00.0, NVIDIA TITAN Xp, 0, 10 %, 1000000000000 MiB\n\
+               2026/11/25 21:50:01.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n";
+    let path = Path::new("big.csv");
+    let e = import_str(log, Some(path), ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("big.csv") && e.contains("gpu_mem_mib"), "{e}");
+    // Readings two hours apart: the spacing is the log's, not an interval the user gave.
+    let apart = "timestamp, name, index, utilization.gpu [%], memory.used [MiB]\n\
+                 2026/11/25 21:00:00.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n\
+                 2026/11/25 23:00:00.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n";
+    let e = import_str(apart, Some(path), ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("big.csv") && e.contains("timestamp") && e.contains("7200 s apart"), "{e}");
+}

@@ -9,7 +9,7 @@ use dqngpu_trace::experiment::{list_name, paper, run_experiment, write_experimen
 use dqngpu_trace::learn::{train, IterationLog, LearnConfig};
 use dqngpu_trace::policies::learned::{Learned, Weights};
 use dqngpu_trace::policies::{by_name, for_list, paper_label};
-use dqngpu_trace::reader::{read_nodes, read_pods};
+use dqngpu_trace::reader;
 use dqngpu_trace::timed::{summarize, write_timed};
 use dqngpu_trace::{replay, replay_timed, ReplayConfig, TimedConfig, TimedResult};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -18,6 +18,40 @@ use super::Format;
 
 /// Where the trace ships in the repository.
 const DATA_DIR: &str = "data/alibaba-gpu-v2023/csv";
+
+/// `path` as given when it is there (or absolute); else, for a relative path such as the
+/// defaults, the same path in the source tree this binary was built from, when that holds it:
+/// the shipped trace is found from any working directory.
+fn shipped(path: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+    if path.is_relative() && !path.exists() && repo.exists() {
+        repo
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// What to say when the trace files are not found (a binary without its source tree).
+fn missing_hint(path: &Path) -> String {
+    format!(
+        "{} is not there: the trace ships in the repository's {DATA_DIR}; run from the repository root or pass --nodes and --pods",
+        path.display()
+    )
+}
+
+fn read_nodes(path: &Path) -> anyhow::Result<Vec<dqngpu_trace::reader::NodeRow>> {
+    let p = shipped(path);
+    anyhow::ensure!(p.exists(), missing_hint(path));
+    Ok(reader::read_nodes(&p)?)
+}
+
+fn read_pods(path: &Path) -> anyhow::Result<Vec<dqngpu_trace::reader::PodRow>> {
+    let p = shipped(path);
+    anyhow::ensure!(p.exists(), missing_hint(path));
+    let pods = reader::read_pods(&p)?;
+    anyhow::ensure!(!pods.is_empty(), "{}: the pod list has no pods (only a header?)", path.display());
+    Ok(pods)
+}
 
 /// Arguments.
 #[derive(ClapArgs, Debug)]
@@ -478,8 +512,8 @@ fn experiment_cmd(a: ExperimentArgs) -> anyhow::Result<()> {
     let seeds = seed_range(a.seed, a.seeds)?;
     let pool = worker_pool(a.jobs)?;
     let cfg = ExperimentConfig {
-        nodes: a.data.join(&a.nodes),
-        pod_lists: pod_lists(&a.data, &a.lists)?,
+        nodes: shipped(&a.data).join(&a.nodes),
+        pod_lists: pod_lists(&shipped(&a.data), &a.lists)?,
         policies,
         seeds: seeds.collect(),
         tune: a.tune,

@@ -105,6 +105,12 @@ pub fn resolve(name_or_dir: &str) -> Result<AppLibrary> {
             let p = Path::new(other);
             if p.is_dir() {
                 read_dir_library(p)
+            } else if p.exists() {
+                Err(ModelError::BadName {
+                    what: "library",
+                    name: other.to_string(),
+                    problem: "is a file; a library is a built-in name or a directory of profile files".into(),
+                })
             } else if other.trim().eq_ignore_ascii_case(generated::PREFIX) {
                 Err(ModelError::BadName {
                     what: "library",

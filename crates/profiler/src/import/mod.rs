@@ -229,7 +229,20 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
             format!("resampling every {dt} s would make more than {MAX_SAMPLES} samples; use a longer --interval-s"),
         )
     })?;
-    let mut profile = AppProfile::new(opts.app.clone(), dt, samples)?;
+    // The profile's own checks know no file: name the log, and the readings' spacing where
+    // the interval came from it rather than from --interval-s.
+    let mut profile = AppProfile::new(opts.app.clone(), dt, samples).map_err(|e| match e {
+        ModelError::Invalid { mut at, message } if at.path.is_none() => {
+            at.path = path.map(Path::to_path_buf);
+            let from_log = opts.interval_s.is_none() && at.field.as_deref() == Some("interval_s");
+            if from_log {
+                at.field = Some("timestamp".into());
+            }
+            let message = if from_log { format!("the readings are {dt} s apart: {message}") } else { message };
+            ModelError::Invalid { at, message }
+        }
+        other => other,
+    })?;
     profile.recorded_on = devices.get(&gpu).and_then(recorded_on);
     Ok(Imported { profile, gpu, readings: obs.len(), notes })
 }
