@@ -49,6 +49,20 @@ fn loc(path: Option<&Path>, line: Option<u64>, field: Option<&str>) -> Location 
     Location { path: path.map(Path::to_path_buf), line, field: field.map(str::to_string) }
 }
 
+/// Refuses a JSON object with a top-level key not in `known` (a misspelt `recorded_on` would
+/// otherwise be dropped without a word). Text that is no JSON object is left to the parser.
+/// (Checked on files only: the service's rows carry more keys.)
+fn refuse_unknown_keys(text: &str, path: Option<&Path>, known: &[&str]) -> Result<()> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else { return Ok(()) };
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ModelError::invalid(
+            loc(path, None, Some(k)),
+            format!("unknown key; a profile file has {}", known.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Parses a CSV profile. `name` is used when no sidecar gives prior info.
 pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppProfile> {
     let mut rdr = csv::ReaderBuilder::new()
@@ -182,6 +196,7 @@ fn fmt_num(v: f64) -> String {
 
 /// Parses a JSON profile.
 pub fn parse_json(text: &str, path: Option<&Path>) -> Result<AppProfile> {
+    refuse_unknown_keys(text, path, &["app", "interval_s", "recorded_on", "samples"])?;
     let mut p: AppProfile = serde_json::from_str(text).map_err(|e| {
         let field = json_field_hint(&e);
         ModelError::invalid(loc(path, Some(e.line() as u64), field.as_deref()), format!("invalid profile JSON: {e}"))
@@ -216,6 +231,7 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let meta_path = path.with_file_name(format!("{stem}.meta.json"));
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
+                refuse_unknown_keys(&t, Some(&meta_path), &["app", "recorded_on"])?;
                 serde_json::from_str::<ProfileMeta>(&t).map_err(|e| {
                     ModelError::invalid(
                         loc(Some(&meta_path), Some(e.line() as u64), None),
@@ -267,6 +283,23 @@ mod tests {
         assert!(out.contains("\n0.6,1,1,1,1\n"), "{out}");
         assert!(out.contains("\n0,0,0,0,0\n"), "{out}");
         assert!(!out.contains("-0"), "{out}");
+    }
+
+    #[test]
+    fn profile_files_with_unknown_keys_are_refused() {
+        let text = "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,10,100,5,1\n0.5,20,200,6,2\n";
+        let p = parse_csv(text, None, info()).unwrap();
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(parse_json(&json, None).unwrap().samples, p.samples);
+        let typo = json.replacen('{', "{\"recorded_onn\": {},", 1);
+        let e = parse_json(&typo, Some(Path::new("p.json"))).unwrap_err().to_string();
+        assert!(e.contains("p.json") && e.contains("recorded_onn"), "{e}");
+        // The sidecar beside a CSV profile likewise.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), text).unwrap();
+        std::fs::write(dir.path().join("a.meta.json"), r#"{"app": {"name": "a"}, "gpu": "x"}"#).unwrap();
+        let e = read_profile(&dir.path().join("a.csv")).unwrap_err().to_string();
+        assert!(e.contains("a.meta.json") && e.contains("gpu"), "{e}");
     }
 
     #[test]
