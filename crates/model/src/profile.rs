@@ -139,6 +139,9 @@ pub struct ProfileSummary {
 /// dmon and DCGM sample every second to minutes). A typo such as `--interval-s 1e300` would
 /// make one job outlast every simulation.
 pub const MAX_INTERVAL_S: f64 = 3600.0;
+/// The shortest sampling interval a profile may have: a microsecond, the resolution CSV
+/// profiles keep their times in (a shorter one is a typo, and makes a job of no length).
+pub const MIN_INTERVAL_S: f64 = 1e-6;
 /// The longest a profiled job may run alone: 10^7 s, about 116 days (far past any training
 /// run in the data here; the longest built-in app runs 1,200 s). Simulations and the plan's
 /// look-ahead step through a job's whole profile.
@@ -261,10 +264,13 @@ impl AppProfile {
                 format!("sampling interval must be a positive number, got {}", self.interval_s),
             ));
         }
-        if self.interval_s > MAX_INTERVAL_S {
+        if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&self.interval_s) {
             return Err(ModelError::invalid(
                 at("interval_s"),
-                format!("sampling interval must be at most {MAX_INTERVAL_S} s, got {:?}", self.interval_s),
+                format!(
+                    "sampling interval must be at least {MIN_INTERVAL_S:e} s and at most {MAX_INTERVAL_S} s, got {:?}",
+                    self.interval_s
+                ),
             ));
         }
         if self.samples.is_empty() {
@@ -407,6 +413,7 @@ mod tests {
         for (interval, samples, field) in [
             (1e300, one.clone(), "interval_s"),
             (MAX_INTERVAL_S * 1.001, one.clone(), "interval_s"),
+            (MIN_INTERVAL_S / 10.0, one.clone(), "interval_s"),
             (MAX_INTERVAL_S, [longest, one].concat(), "samples"),
         ] {
             let e = AppProfile::new(info.clone(), interval, samples).unwrap_err().to_string();
