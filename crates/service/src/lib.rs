@@ -8,6 +8,7 @@
 //! - [`placement::Placer`]: the placement loop (thesis Algorithm 2).
 //! - [`api::app`]: the HTTP API as an axum `Router`, testable without a socket.
 //! - [`serve`]: binds, serves, and shuts down gracefully on SIGTERM or Ctrl-C.
+//! - [`lock`]: one service per data dir.
 //!
 //! ```no_run
 //! # async fn demo(policy: std::sync::Arc<dyn dqngpu_model::Policy>) -> Result<(), dqngpu_service::ServiceError> {
@@ -24,6 +25,7 @@ pub mod error;
 pub mod exec;
 pub mod gpus;
 pub mod jobs;
+pub mod lock;
 pub mod metrics;
 pub mod placement;
 pub mod profiles;
@@ -170,8 +172,10 @@ pub struct Service {
 }
 
 impl Service {
-    /// Opens the store, recovers attempts left by a crash and starts the placement loop.
-    /// Must run inside a tokio runtime.
+    /// Locks the data dir ([`lock`]: one service per dir, else [`ServiceError::DataDirInUse`]),
+    /// opens the store, recovers attempts left by a crash and starts the placement loop.
+    /// The placement loop holds the lock: [`Service::stop`] releases it, and so does dropping
+    /// the service, once the loop has seen it. Must run inside a tokio runtime.
     pub fn start(
         cfg: ServiceConfig,
         policy: Arc<dyn Policy>,
@@ -184,6 +188,8 @@ impl Service {
         std::fs::create_dir_all(&cfg.data_dir).map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         // Jobs run in their own directories: every path handed to them must be absolute.
         cfg.data_dir = cfg.data_dir.canonicalize().map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
+        // Before the database: a second server must not touch it (or adopt the first's jobs).
+        let lock = lock::DataDirLock::acquire(&cfg.data_dir)?;
         let store = store::Store::open(&cfg.data_dir.join("dqngpu.sqlite"))?;
         let profiles = profiles::ProfileBook::new(&cfg.libraries, store.profiles()?);
         let (tx, rx) = mpsc::unbounded_channel();
@@ -199,7 +205,11 @@ impl Service {
         });
         let placer = Placer::new(core.clone(), policy, rx, monitor)?;
         let (stop, stop_rx) = watch::channel(false);
-        let placer = tokio::spawn(placer.run(stop_rx));
+        // The loop owns the lock: the dir is free once no loop can place or adopt jobs in it.
+        let placer = tokio::spawn(async move {
+            let _lock = lock;
+            placer.run(stop_rx).await
+        });
         core.wake.notify_one();
         Ok(Service { core, stop, placer })
     }

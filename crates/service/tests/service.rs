@@ -8,6 +8,8 @@ mod util;
 mod api;
 #[path = "service/bad_input.rs"]
 mod bad_input;
+#[path = "service/data_dir_lock.rs"]
+mod data_dir_lock;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/recovery.rs"]
