@@ -7,7 +7,8 @@
 //!   supervised so a restarted service re-adopts them ([`exec::run_shim`]).
 //! - [`placement::Placer`]: the placement loop (thesis Algorithm 2).
 //! - [`api::app`]: the HTTP API as an axum `Router`, testable without a socket.
-//! - [`serve`]: binds, serves, and shuts down gracefully on SIGTERM or Ctrl-C.
+//! - [`serve`]: binds, serves ([`server::serve_router`], with a header read timeout), and
+//!   shuts down gracefully on SIGTERM or Ctrl-C.
 //! - [`lock`]: one service per data dir.
 //!
 //! ```no_run
@@ -29,6 +30,7 @@ pub mod lock;
 pub mod metrics;
 pub mod placement;
 pub mod profiles;
+pub mod server;
 pub mod store;
 pub mod validate;
 
@@ -112,7 +114,7 @@ pub struct HttpConfig {
     pub listen: SocketAddr,
     /// Bearer token.
     pub token: Option<String>,
-    /// Per-request time limit.
+    /// Per-request time limit; also the time a connection has to send its request headers.
     pub request_timeout: Duration,
 }
 
@@ -259,9 +261,11 @@ pub async fn serve(
     let service = Service::start(cfg, policy, monitor)?;
     tracing::info!(addr = %http.listen, "dqngpu service listening");
     let router = service.router(&http);
-    let served = axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await;
+    // Headers get the same limit as the whole request: a client stalled in its headers is
+    // cut off like one stalled in its body.
+    server::serve_router(listener, router, http.request_timeout, shutdown_signal()).await;
     service.stop().await;
-    served.map_err(|e| ServiceError::io(http.listen.to_string(), e))
+    Ok(())
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

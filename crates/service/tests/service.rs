@@ -1,5 +1,6 @@
 //! Integration tests of the placement service, one harness: the API through the Router (no
-//! socket), a real SQLite file, and real child processes on virtual GPUs.
+//! socket; `socket` serves it on loopback), a real SQLite file, and real child processes on
+//! virtual GPUs.
 
 #[path = "service/util.rs"]
 mod util;
@@ -14,3 +15,5 @@ mod data_dir_lock;
 mod failures;
 #[path = "service/recovery.rs"]
 mod recovery;
+#[path = "service/socket.rs"]
+mod socket;
