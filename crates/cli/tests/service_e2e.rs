@@ -225,6 +225,44 @@ fn kill_9_restarts_lose_no_job_and_rerun_none() {
     }
 }
 
+/// A second `dqngpu serve` on a data dir in use exits non-zero at once, naming the dir and the
+/// first server's pid (two would overbook the GPUs and adopt each other's jobs); once the
+/// first is SIGKILLed, the dir is free again (the OS drops a dead process's lock).
+#[test]
+fn a_second_server_on_one_data_dir_is_refused_until_the_first_dies() {
+    let data = test_dir("two-servers").join("data");
+    let mut first = serve(&data, free_port(), "tetris");
+    let mut second = Command::new(BIN)
+        .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--listen"])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Bounded wait: a second server that started would serve forever.
+    let status = (0..500).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        second.try_wait().unwrap()
+    });
+    let Some(status) = status else {
+        let _ = second.kill();
+        let _ = second.wait();
+        panic!("a second server started on a data dir in use");
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    let dir = data.canonicalize().unwrap();
+    assert!(err.contains(&dir.display().to_string()) && err.contains("another dqngpu serve"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.child.id())), "{err}");
+    first.child.kill().unwrap(); // SIGKILL: no cleanup runs, the OS releases the lock
+    first.child.wait().unwrap();
+    let again = serve(&data, free_port(), "tetris");
+    assert!(all_jobs(&again.url).is_empty());
+}
+
 /// `serve --interference` takes the names `simulate` does, and an unknown one is refused before
 /// anything starts, naming the flag and the valid names.
 #[test]

@@ -42,6 +42,19 @@ pub enum ServiceError {
     /// A store lock was poisoned by a panic elsewhere.
     #[error("internal lock poisoned")]
     Poisoned,
+    /// Another service holds the data dir's lock ([`crate::lock`]).
+    #[error(
+        "data dir {}: another dqngpu serve{} holds it (lock file {}); stop that server or give this one another --data-dir",
+        dir.display(),
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        dir.join(crate::lock::LOCK_FILE).display()
+    )]
+    DataDirInUse {
+        /// The data dir.
+        dir: PathBuf,
+        /// The holder's pid, when the lock file names one.
+        holder: Option<u32>,
+    },
 }
 
 impl ServiceError {

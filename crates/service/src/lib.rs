@@ -7,7 +7,9 @@
 //!   supervised so a restarted service re-adopts them ([`exec::run_shim`]).
 //! - [`placement::Placer`]: the placement loop (thesis Algorithm 2).
 //! - [`api::app`]: the HTTP API as an axum `Router`, testable without a socket.
-//! - [`serve`]: binds, serves, and shuts down gracefully on SIGTERM or Ctrl-C.
+//! - [`serve`]: binds, serves ([`server::serve_router`], with a header read timeout), and
+//!   shuts down gracefully on SIGTERM or Ctrl-C.
+//! - [`lock`]: one service per data dir.
 //!
 //! ```no_run
 //! # async fn demo(policy: std::sync::Arc<dyn dqngpu_model::Policy>) -> Result<(), dqngpu_service::ServiceError> {
@@ -24,9 +26,11 @@ pub mod error;
 pub mod exec;
 pub mod gpus;
 pub mod jobs;
+pub mod lock;
 pub mod metrics;
 pub mod placement;
 pub mod profiles;
+pub mod server;
 pub mod store;
 pub mod validate;
 
@@ -110,7 +114,7 @@ pub struct HttpConfig {
     pub listen: SocketAddr,
     /// Bearer token.
     pub token: Option<String>,
-    /// Per-request time limit.
+    /// Per-request time limit; also the time a connection has to send its request headers.
     pub request_timeout: Duration,
 }
 
@@ -170,8 +174,10 @@ pub struct Service {
 }
 
 impl Service {
-    /// Opens the store, recovers attempts left by a crash and starts the placement loop.
-    /// Must run inside a tokio runtime.
+    /// Locks the data dir ([`lock`]: one service per dir, else [`ServiceError::DataDirInUse`]),
+    /// opens the store, recovers attempts left by a crash and starts the placement loop.
+    /// The placement loop holds the lock: [`Service::stop`] releases it, and so does dropping
+    /// the service, once the loop has seen it. Must run inside a tokio runtime.
     pub fn start(
         cfg: ServiceConfig,
         policy: Arc<dyn Policy>,
@@ -184,6 +190,8 @@ impl Service {
         std::fs::create_dir_all(&cfg.data_dir).map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         // Jobs run in their own directories: every path handed to them must be absolute.
         cfg.data_dir = cfg.data_dir.canonicalize().map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
+        // Before the database: a second server must not touch it (or adopt the first's jobs).
+        let lock = lock::DataDirLock::acquire(&cfg.data_dir)?;
         let store = store::Store::open(&cfg.data_dir.join("dqngpu.sqlite"))?;
         let profiles = profiles::ProfileBook::new(&cfg.libraries, store.profiles()?);
         let (tx, rx) = mpsc::unbounded_channel();
@@ -199,7 +207,11 @@ impl Service {
         });
         let placer = Placer::new(core.clone(), policy, rx, monitor)?;
         let (stop, stop_rx) = watch::channel(false);
-        let placer = tokio::spawn(placer.run(stop_rx));
+        // The loop owns the lock: the dir is free once no loop can place or adopt jobs in it.
+        let placer = tokio::spawn(async move {
+            let _lock = lock;
+            placer.run(stop_rx).await
+        });
         core.wake.notify_one();
         Ok(Service { core, stop, placer })
     }
@@ -249,9 +261,11 @@ pub async fn serve(
     let service = Service::start(cfg, policy, monitor)?;
     tracing::info!(addr = %http.listen, "dqngpu service listening");
     let router = service.router(&http);
-    let served = axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await;
+    // Headers get the same limit as the whole request: a client stalled in its headers is
+    // cut off like one stalled in its body.
+    server::serve_router(listener, router, http.request_timeout, shutdown_signal()).await;
     service.stop().await;
-    served.map_err(|e| ServiceError::io(http.listen.to_string(), e))
+    Ok(())
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

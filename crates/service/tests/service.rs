@@ -1,5 +1,6 @@
 //! Integration tests of the placement service, one harness: the API through the Router (no
-//! socket), a real SQLite file, and real child processes on virtual GPUs.
+//! socket; `socket` serves it on loopback), a real SQLite file, and real child processes on
+//! virtual GPUs.
 
 #[path = "service/util.rs"]
 mod util;
@@ -8,7 +9,11 @@ mod util;
 mod api;
 #[path = "service/bad_input.rs"]
 mod bad_input;
+#[path = "service/data_dir_lock.rs"]
+mod data_dir_lock;
 #[path = "service/failures.rs"]
 mod failures;
 #[path = "service/recovery.rs"]
 mod recovery;
+#[path = "service/socket.rs"]
+mod socket;

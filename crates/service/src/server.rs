@@ -1,0 +1,63 @@
+//! Serves a router over TCP with hyper directly, because `axum::serve` cannot set a header
+//! read timeout: without one, a client that stops partway through its request headers (or
+//! never sends any) holds its connection open forever, and enough of them exhaust the
+//! server's file descriptors. The router's own timeout only starts once the headers are in.
+
+use std::future::Future;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits
+/// for open connections to finish their requests (as `axum::serve`'s graceful shutdown).
+/// A connection whose request headers are not complete within `header_timeout` of it
+/// waiting for a request (a new connection, or an idle keep-alive one) is closed.
+pub async fn serve_router(
+    listener: TcpListener,
+    router: axum::Router,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => spawn_connection(stream, router.clone(), header_timeout, &graceful),
+                Err(e) => accept_failed(e).await,
+            },
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Serves one connection on its own task, watched by the graceful shutdown.
+fn spawn_connection(stream: TcpStream, router: axum::Router, header_timeout: Duration, graceful: &GracefulShutdown) {
+    let mut builder = http1::Builder::new();
+    // hyper's header timeout needs a timer; tokio's is the runtime we run on.
+    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
+    let conn = graceful.watch(conn);
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    });
+}
+
+/// Logs a failed accept; on a resource error (out of file descriptors) waits a second so the
+/// loop does not spin, as `axum::serve` does. A peer's reset is not the server's problem.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(e.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::error!(error = %e, "accepting a connection failed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}

@@ -1,0 +1,52 @@
+//! One service per data dir: a second one on the same dir is refused while the first runs,
+//! and the dir is free again once the first has stopped (or been dropped).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dqngpu_service::{Service, ServiceError};
+
+use crate::util::config;
+
+fn open(data: &std::path::Path) -> Result<Service, ServiceError> {
+    let policy: Arc<dyn dqngpu_model::Policy> = Arc::from(dqngpu_policy::by_name("fifo", 7).unwrap());
+    Service::start(config(data.to_path_buf(), "titanxp:1"), policy, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_service_on_the_same_dir_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let first = open(&data).unwrap();
+    let Err(err) = open(&data) else { panic!("a second service opened a data dir in use") };
+    let canonical = data.canonicalize().unwrap();
+    match &err {
+        ServiceError::DataDirInUse { dir, holder } => {
+            assert_eq!(dir, &canonical);
+            assert_eq!(*holder, Some(std::process::id()));
+        }
+        other => panic!("expected DataDirInUse, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&canonical.display().to_string()) && text.contains("another dqngpu serve"), "{text}");
+    first.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dir_is_free_again_after_stop_or_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    open(&data).unwrap().stop().await;
+    // Stopped: the loop has ended, so the lock is free at once.
+    let second = open(&data).unwrap();
+    drop(second);
+    // Dropped: free as soon as the loop has seen the drop (bounded, so a leak fails).
+    for _ in 0..250 {
+        if let Ok(third) = open(&data) {
+            third.stop().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the data dir stayed locked after its service was dropped");
+}

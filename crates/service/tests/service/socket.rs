@@ -1,0 +1,82 @@
+//! The HTTP server on a real loopback socket: a client stalled in its request headers is
+//! cut off after the request timeout, while normal requests are served.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::util::start;
+
+/// Far longer than the test's header timeout: only a server that never times out hits it.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// Serves `router` on a fresh loopback port with `header_timeout`; returns the address and a
+/// sender that shuts the server down, and the server's task.
+async fn serve(
+    router: axum::Router,
+    header_timeout: Duration,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(dqngpu_service::server::serve_router(listener, router, header_timeout, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop, task)
+}
+
+/// Everything the server sends until it closes the connection (a reset counts as closed).
+async fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(PATIENCE, stream.read(&mut buf)).await {
+            Err(_) => panic!("the server kept the connection open; it sent {:?}", String::from_utf8_lossy(&out)),
+            Ok(Ok(0) | Err(_)) => return String::from_utf8_lossy(&out).into_owned(),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_stalled_in_its_headers_is_closed_and_others_are_served() {
+    let t = start("titanxp:1", "fifo");
+    let (addr, stop, task) = serve(t.router.clone(), Duration::from_millis(200)).await;
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled.write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let silent = TcpStream::connect(addr).await.unwrap();
+    // A whole request on another connection is answered meanwhile.
+    let mut ok = TcpStream::connect(addr).await.unwrap();
+    ok.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let reply = read_until_closed(&mut ok).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    // The stalled one is closed, with a 408 or without a reply, never with an answer.
+    let cut = read_until_closed(&mut stalled).await;
+    assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut}");
+    // So is one that never sent a byte.
+    let mut silent = silent;
+    let cut = read_until_closed(&mut silent).await;
+    assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut}");
+    let _ = stop.send(());
+    tokio::time::timeout(PATIENCE, task).await.expect("the server did not shut down").unwrap();
+    t.service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_idle_connections_and_returns() {
+    let t = start("titanxp:1", "fifo");
+    // A header timeout the test never reaches: only the shutdown may close the connection.
+    let (addr, stop, task) = serve(t.router.clone(), Duration::from_secs(600)).await;
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(PATIENCE, idle.read(&mut buf)).await.unwrap().unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    // Kept alive and idle now; the shutdown must close it and return.
+    let _ = stop.send(());
+    tokio::time::timeout(PATIENCE, task).await.expect("the server did not shut down").unwrap();
+    let rest = read_until_closed(&mut idle).await;
+    assert!(!rest.contains("HTTP/1.1"), "{rest}");
+    t.service.stop().await;
+}
