@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,8 @@ fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
             "/gpushare-scheduler",
             "--listen",
             &format!("127.0.0.1:{port}"),
+            "--request-timeout-s",
+            "3",
             "--kubeconfig",
         ])
         .arg(&kubeconfig)
@@ -115,6 +118,10 @@ fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
     }
     assert!(synced, "the extender never listed the stand-in's nodes and pods");
     eprintln!("healthz first answered after {:?}", first_answer.unwrap());
+    // A client that stalls in its request headers; checked at the end, after the others.
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stalled.write_all(b"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let stalled_at = Instant::now();
 
     let args = json!({"Pod": pod, "Nodes": null, "NodeNames": ["gpu-a", "hami-1"]}).to_string();
     let (st, v) = post(&format!("{base}/filter"), &args);
@@ -155,6 +162,16 @@ fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
     assert!(m.contains("dqngpu_k8s_binds_total 1"), "{m}");
     // The policy chose the GPU itself (the extender's own fallback did not).
     assert!(m.contains("dqngpu_k8s_policy_fallbacks_total 0"), "{m}");
+    // The stalled client was cut off after the request timeout (3 s), with no answer.
+    stalled.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let closed = match stalled.read_to_end(&mut got) {
+        Ok(_) => true,
+        // A reset is closed too; a read that timed out is a connection still open.
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    };
+    assert!(closed, "the stalled connection was still open {:?} after it stalled", stalled_at.elapsed());
+    assert!(!String::from_utf8_lossy(&got).contains("200 OK"), "{:?}", String::from_utf8_lossy(&got));
 }
 
 /// Settings out of range are refused naming the flag before the extender starts (before,

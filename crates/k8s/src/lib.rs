@@ -44,12 +44,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     tracing::info!(addr = %listener.local_addr()?, prefix = %api::normalise_prefix(&http.prefix), "extender listening");
-    use axum::serve::ListenerExt;
-    // No Nagle delay between a reply's writes (kube-scheduler's Go client sets TCP_NODELAY too).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, api::app(state, http)).with_graceful_shutdown(shutdown).await
+    // Request headers time out as the whole request does: a client that stalls in them
+    // would otherwise hold its connection for ever.
+    dqngpu_http::serve_router(listener, api::app(state, http), http.request_timeout, shutdown).await;
+    Ok(())
 }
 
 /// Builds the engine and binder for `client`, starts the reflectors and returns the state

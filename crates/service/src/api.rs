@@ -53,6 +53,13 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        // A known route asked with another method: 405 with the same JSON error body as the rest.
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            ApiError::Rejected {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                message: format!("method {method} is not allowed on this route"),
+            }
+        })
         .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
@@ -178,7 +185,12 @@ async fn list_jobs(
             ))
         })?),
     };
-    let limit = q.limit.unwrap_or(1000).clamp(1, 10_000);
+    // The API's contract (docs/openapi.yaml): 1 to 10,000, not silently clamped into range.
+    let limit = match q.limit {
+        None => 1000,
+        Some(n @ 1..=10_000) => n,
+        Some(n) => return Err(ApiError::BadRequest(format!("query `limit`: {n} is not from 1 to 10000"))),
+    };
     let jobs = s.core.store.jobs(state, q.after.unwrap_or(0), limit)?;
     Ok(Json(json!({ "jobs": jobs })))
 }

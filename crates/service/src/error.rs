@@ -106,6 +106,7 @@ impl ApiError {
             ApiError::Rejected { status, .. } => match *status {
                 StatusCode::PAYLOAD_TOO_LARGE => (*status, "payload_too_large"),
                 StatusCode::UNSUPPORTED_MEDIA_TYPE => (*status, "unsupported_media_type"),
+                StatusCode::METHOD_NOT_ALLOWED => (*status, "method_not_allowed"),
                 s => (s, "invalid_body"),
             },
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -7,7 +7,7 @@
 //!   supervised so a restarted service re-adopts them ([`exec::run_shim`]).
 //! - [`placement::Placer`]: the placement loop (thesis Algorithm 2).
 //! - [`api::app`]: the HTTP API as an axum `Router`, testable without a socket.
-//! - [`serve`]: binds, serves ([`server::serve_router`], with a header read timeout), and
+//! - [`serve`]: binds, serves ([`dqngpu_http::serve_router`], with a header read timeout), and
 //!   shuts down gracefully on SIGTERM or Ctrl-C.
 //! - [`lock`]: one service per data dir.
 //!
@@ -30,7 +30,6 @@ pub mod lock;
 pub mod metrics;
 pub mod placement;
 pub mod profiles;
-pub mod server;
 pub mod store;
 pub mod validate;
 
@@ -187,12 +186,23 @@ impl Service {
             return Err(ServiceError::Config("no GPUs: declare virtual ones with --gpus, e.g. titanxp:2".into()));
         }
         let mut cfg = cfg;
+        if cfg.data_dir.exists() && !cfg.data_dir.is_dir() {
+            return Err(ServiceError::Config(format!(
+                "--data-dir {} is a file; the service keeps its state in a directory",
+                cfg.data_dir.display()
+            )));
+        }
         std::fs::create_dir_all(&cfg.data_dir).map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         // Jobs run in their own directories: every path handed to them must be absolute.
         cfg.data_dir = cfg.data_dir.canonicalize().map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         // Before the database: a second server must not touch it (or adopt the first's jobs).
         let lock = lock::DataDirLock::acquire(&cfg.data_dir)?;
-        let store = store::Store::open(&cfg.data_dir.join("dqngpu.sqlite"))?;
+        let db = cfg.data_dir.join("dqngpu.sqlite");
+        // A database that cannot be opened (not SQLite, damaged) is named, and left as it is.
+        let store = store::Store::open(&db).map_err(|e| match e {
+            ServiceError::Db(e) => ServiceError::Config(format!("database {}: {e}", db.display())),
+            other => other,
+        })?;
         let profiles = profiles::ProfileBook::new(&cfg.libraries, store.profiles()?);
         let (tx, rx) = mpsc::unbounded_channel();
         let core = Arc::new(Core {
@@ -263,7 +273,7 @@ pub async fn serve(
     let router = service.router(&http);
     // Headers get the same limit as the whole request: a client stalled in its headers is
     // cut off like one stalled in its body.
-    server::serve_router(listener, router, http.request_timeout, shutdown_signal()).await;
+    dqngpu_http::serve_router(listener, router, http.request_timeout, shutdown_signal()).await;
     service.stop().await;
     Ok(())
 }

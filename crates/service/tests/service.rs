@@ -1,5 +1,5 @@
 //! Integration tests of the placement service, one harness: the API through the Router (no
-//! socket; `socket` serves it on loopback), a real SQLite file, and real child processes on
+//! socket; dqngpu-http's tests serve a router on loopback), a real SQLite file, and real child processes on
 //! virtual GPUs.
 
 #[path = "service/util.rs"]
@@ -15,5 +15,3 @@ mod data_dir_lock;
 mod failures;
 #[path = "service/recovery.rs"]
 mod recovery;
-#[path = "service/socket.rs"]
-mod socket;

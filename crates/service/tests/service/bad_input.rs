@@ -67,6 +67,15 @@ async fn malformed_submissions_name_the_problem() {
     check(r, "GET", "/v1/jobs/abc", None, &[], StatusCode::BAD_REQUEST, "abc").await;
     check(r, "GET", "/v1/jobs/999", None, &[], StatusCode::NOT_FOUND, "no job 999").await;
     check(r, "GET", "/v1/nope", None, &[], StatusCode::NOT_FOUND, "no such route").await;
+    // The list's limit is 1 to 10,000, as the API says, not clamped into it.
+    for bad in ["0", "10001"] {
+        check(r, "GET", &format!("/v1/jobs?limit={bad}"), None, &[], StatusCode::BAD_REQUEST, "limit").await;
+    }
+    let (s, v) = call(r, "GET", "/v1/jobs?limit=10000", None, &[]).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // A known route with another method: 405, with the JSON error body every error has.
+    let (s, v) = call(r, "PUT", "/v1/jobs", None, &[]).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed")), "{v}");
     check(
         r,
         "POST",

@@ -50,3 +50,20 @@ async fn the_dir_is_free_again_after_stop_or_drop() {
     }
     panic!("the data dir stayed locked after its service was dropped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_that_is_a_file_or_holds_no_database_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let Err(e) = open(&file) else { panic!("a file was taken for a data dir") };
+    assert!(e.to_string().contains("is a file"), "{e}");
+    // A database file that is no SQLite: named in the error, and left as it was.
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let junk = vec![7u8; 8192];
+    std::fs::write(data.join("dqngpu.sqlite"), &junk).unwrap();
+    let Err(e) = open(&data) else { panic!("a junk database was opened") };
+    assert!(e.to_string().contains("dqngpu.sqlite"), "{e}");
+    assert_eq!(std::fs::read(data.join("dqngpu.sqlite")).unwrap(), junk);
+}

@@ -1,12 +1,16 @@
-//! The HTTP server on a real loopback socket: a client stalled in its request headers is
-//! cut off after the request timeout, while normal requests are served.
+//! `serve_router` on a real loopback socket (the service and the k8s extender serve with it): a
+//! client stalled in its request headers is cut off after the timeout, while normal requests
+//! are served, and shutdown closes idle connections.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::util::start;
+/// A router with one route, as the service's and the extender's health checks answer.
+fn router() -> axum::Router {
+    axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }))
+}
 
 /// Far longer than the test's header timeout: only a server that never times out hits it.
 const PATIENCE: Duration = Duration::from_secs(5);
@@ -20,7 +24,7 @@ async fn serve(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(dqngpu_service::server::serve_router(listener, router, header_timeout, async {
+    let task = tokio::spawn(dqngpu_http::serve_router(listener, router, header_timeout, async {
         let _ = stopped.await;
     }));
     (addr, stop, task)
@@ -41,8 +45,7 @@ async fn read_until_closed(stream: &mut TcpStream) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_stalled_in_its_headers_is_closed_and_others_are_served() {
-    let t = start("titanxp:1", "fifo");
-    let (addr, stop, task) = serve(t.router.clone(), Duration::from_millis(200)).await;
+    let (addr, stop, task) = serve(router(), Duration::from_millis(200)).await;
     let mut stalled = TcpStream::connect(addr).await.unwrap();
     stalled.write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n").await.unwrap();
     let silent = TcpStream::connect(addr).await.unwrap();
@@ -60,14 +63,12 @@ async fn a_connection_stalled_in_its_headers_is_closed_and_others_are_served() {
     assert!(cut.is_empty() || cut.starts_with("HTTP/1.1 408"), "{cut}");
     let _ = stop.send(());
     tokio::time::timeout(PATIENCE, task).await.expect("the server did not shut down").unwrap();
-    t.service.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_idle_connections_and_returns() {
-    let t = start("titanxp:1", "fifo");
     // A header timeout the test never reaches: only the shutdown may close the connection.
-    let (addr, stop, task) = serve(t.router.clone(), Duration::from_secs(600)).await;
+    let (addr, stop, task) = serve(router(), Duration::from_secs(600)).await;
     let mut idle = TcpStream::connect(addr).await.unwrap();
     idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     let mut buf = [0u8; 4096];
@@ -78,5 +79,4 @@ async fn shutdown_closes_idle_connections_and_returns() {
     tokio::time::timeout(PATIENCE, task).await.expect("the server did not shut down").unwrap();
     let rest = read_until_closed(&mut idle).await;
     assert!(!rest.contains("HTTP/1.1"), "{rest}");
-    t.service.stop().await;
 }

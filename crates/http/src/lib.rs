@@ -1,5 +1,5 @@
-//! Serves a router over TCP with hyper directly, because `axum::serve` cannot set a header
-//! read timeout: without one, a client that stops partway through its request headers (or
+//! The HTTP serving the placement service and the k8s extender share: a router over TCP,
+//! served with hyper directly because `axum::serve` cannot set a header read timeout: without one, a client that stops partway through its request headers (or
 //! never sends any) holds its connection open forever, and enough of them exhaust the
 //! server's file descriptors. The router's own timeout only starts once the headers are in.
 
@@ -27,7 +27,12 @@ pub async fn serve_router(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => spawn_connection(stream, router.clone(), header_timeout, &graceful),
+                Ok((stream, _)) => {
+                    // No Nagle delay between a reply's writes (kube-scheduler's Go client, and
+                    // most HTTP clients, set TCP_NODELAY too).
+                    let _ = stream.set_nodelay(true);
+                    spawn_connection(stream, router.clone(), header_timeout, &graceful);
+                }
                 Err(e) => accept_failed(e).await,
             },
             () = &mut shutdown => break,
