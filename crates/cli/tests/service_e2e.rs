@@ -225,6 +225,62 @@ fn kill_9_restarts_lose_no_job_and_rerun_none() {
     }
 }
 
+/// The pid in `path` once it is written (`None` after ~10 s).
+fn wait_pid(path: &Path) -> Option<u32> {
+    for _ in 0..500 {
+        if let Some(p) = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()) {
+            return Some(p);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// True while `pid` runs (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| !t.contains(") Z "))
+}
+
+/// When a job's supervisor dies (SIGKILL, the OOM killer), the job is re-run, and the first
+/// attempt's process is ended: it must not run beside its re-run. A job's background children
+/// end with the job.
+#[test]
+fn a_lost_attempt_never_runs_beside_its_rerun_and_leftovers_end_with_the_job() {
+    let dir = test_dir("lost");
+    let data = dir.join("data");
+    let server = serve(&data, free_port(), "tetris");
+    let url = server.url.clone();
+    post(&format!("{url}/v1/profiles"), profile("lonely", 1000.0, 10.0));
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let script = format!("echo $$ > {}/attempt-$DQNGPU_ATTEMPT; exec sleep 60", pids.display());
+    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "lonely", "command": ["sh", "-c", script] }));
+    let id = job["id"].as_u64().unwrap();
+    let first = wait_pid(&pids.join("attempt-1")).expect("attempt 1 never started");
+    // Its supervisor is its parent: kill it as the OOM killer would.
+    let stat = std::fs::read_to_string(format!("/proc/{first}/stat")).unwrap();
+    let shim: i32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    Command::new("kill").args(["-9", &shim.to_string()]).status().unwrap();
+    let second = wait_pid(&pids.join("attempt-2")).expect("the job was not re-run");
+    let gone = (0..250).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !alive(first)
+    });
+    assert!(gone, "attempt 1 ({first}) still runs beside attempt 2 ({second})");
+    assert!(alive(second));
+    ureq::delete(&format!("{url}/v1/jobs/{id}")).call().unwrap();
+    // A job that leaves a child behind: the child ends when the job does.
+    let script = format!("sleep 60 & echo $! > {}/bg; exit 0", pids.display());
+    post(&format!("{url}/v1/jobs"), json!({ "app": "lonely", "command": ["sh", "-c", script] }));
+    let bg = wait_pid(&pids.join("bg")).expect("the second job never started");
+    let gone = (0..250).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !alive(bg)
+    });
+    assert!(gone, "the job's background child {bg} outlived it");
+    wait_all_final(&url, 2);
+}
+
 /// A second `dqngpu serve` on a data dir in use exits non-zero at once, naming the dir and the
 /// first server's pid (two would overbook the GPUs and adopt each other's jobs); once the
 /// first is SIGKILLed, the dir is free again (the OS drops a dead process's lock).

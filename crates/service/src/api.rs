@@ -110,7 +110,16 @@ async fn submit(
         None => None,
     };
     let job = validate::submission(req)?;
+    fits_a_gpu(&s, &job.app)?;
     let (rec, created) = s.core.store.insert_job(&job, key.as_deref(), unix_now())?;
+    // A key names one request: a retry sends the same body; another job must take another key.
+    if !created && rec.spec != job {
+        return Err(ApiError::Conflict(format!(
+            "header `Idempotency-Key`: `{}` was used for job {} with another request; a retry sends the same body, a new job takes a new key",
+            key.as_deref().unwrap_or_default(),
+            rec.id
+        )));
+    }
     let status = if created {
         s.core.metrics.submissions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         s.core.wake.notify_one();
@@ -137,8 +146,15 @@ pub struct BatchRequest {
 /// first job alone. All or nothing: an invalid job refuses the batch, naming its index.
 async fn submit_batch(
     State(s): State<AppState>,
+    headers: HeaderMap,
     body: Result<Json<BatchRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
+    // Keys are per job (POST /v1/jobs); one ignored here would let a retried batch queue twice.
+    if headers.contains_key("idempotency-key") {
+        return Err(ApiError::BadRequest(
+            "header `Idempotency-Key`: a batch takes none; submit jobs one by one to retry them safely".into(),
+        ));
+    }
     let Json(req) = body?;
     if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
         return Err(ApiError::BadRequest(format!(
@@ -151,8 +167,10 @@ async fn submit_batch(
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            validate::submission(r).map_err(|e| match e {
+            let job = validate::submission(r).and_then(|job| fits_a_gpu(&s, &job.app).map(|()| job));
+            job.map_err(|e| match e {
                 ApiError::BadRequest(m) => ApiError::BadRequest(format!("jobs[{i}]: {m}")),
+                ApiError::Unprocessable(m) => ApiError::Unprocessable(format!("jobs[{i}]: {m}")),
                 other => other,
             })
         })
@@ -292,11 +310,28 @@ async fn post_profile(
     let Json(p) = body?;
     validate::app_name(&p.app.name)?;
     p.validate().map_err(|e| ApiError::BadRequest(format!("profile: {e}")))?;
+    let largest = largest_gpu_mib(&s);
+    // A profile no GPU here can hold would leave every job of its app queued for ever.
+    p.check_fits_memory(largest).map_err(|e| ApiError::Unprocessable(format!("profile: {e}")))?;
     s.core.store.put_profile(&p, ProfileSource::Api.as_str(), unix_now())?;
     let name = p.app.name.clone();
     s.core.profiles.put(p, ProfileSource::Api);
     s.core.wake.notify_one();
     Ok((StatusCode::CREATED, Json(json!({ "app": name }))).into_response())
+}
+
+/// The memory of the largest GPU this service places on, MiB.
+fn largest_gpu_mib(s: &AppState) -> f64 {
+    s.core.cfg.gpus.iter().map(|g| g.spec.memory_mib).fold(0.0, f64::max)
+}
+
+/// Refuses a job whose app's profile needs more memory than any GPU here has: no policy
+/// could place it, so it would wait for ever (the simulator refuses such a job set too).
+fn fits_a_gpu(s: &AppState, app: &str) -> Result<(), ApiError> {
+    match s.core.profiles.get(app) {
+        Some(p) => p.check_fits_memory(largest_gpu_mib(s)).map_err(|e| ApiError::Unprocessable(e.to_string())),
+        None => Ok(()),
+    }
 }
 
 async fn healthz() -> Json<serde_json::Value> {

@@ -152,6 +152,59 @@ pub fn stop_group(pid: u32, start: u64, grace: Duration) {
     });
 }
 
+/// The process group of `pid` (field 5 of `/proc/PID/stat`), or `None` when it is gone (a
+/// zombie too: it holds no resources and ignores signals).
+fn process_group_of(pid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(2)?.parse().ok()
+}
+
+/// The live processes of process group `pgid`, but `except`.
+fn group_members(pgid: u32, except: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| p != except && process_group_of(p) == Some(pgid))
+        .collect()
+}
+
+/// Ends what is left of an attempt's process group `pgid` once the attempt is over: the job's
+/// background children after it exited, or the whole job when its supervisor died (it would
+/// otherwise run on beside the attempt that replaces it). `SIGTERM`, then `SIGKILL` to any
+/// still there after `grace`. `leader_start` is the group leader's start time: while a process
+/// other than the leader holds the id `pgid`, the id was reused and nothing is signalled (the
+/// kernel keeps an id free while a group of it has members, so members found while the id is
+/// free are the attempt's). `except` is spared (the supervisor cleaning up its own group).
+pub fn end_group(pgid: u32, leader_start: u64, except: u32, grace: Duration) {
+    use rustix::process::{kill_process, Pid, Signal};
+    if pgid <= 1 || process_start_ticks(pgid).is_some_and(|s| s != leader_start) {
+        return;
+    }
+    let signal_all = |sig: Signal| {
+        let members = group_members(pgid, except);
+        for p in &members {
+            if let Some(pid) = i32::try_from(*p).ok().and_then(Pid::from_raw) {
+                let _ = kill_process(pid, sig);
+            }
+        }
+        !members.is_empty()
+    };
+    if !signal_all(Signal::TERM) {
+        return;
+    }
+    let until = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < until && !group_members(pgid, except).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_all(Signal::KILL);
+}
+
+/// How long an ended attempt's leftovers get between `SIGTERM` and `SIGKILL`.
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+
 fn write_owner(dir: &Path, owner: &Owner) -> Result<bool, ServiceError> {
     let path = dir.join(OWNER);
     match OpenOptions::new().write(true).create_new(true).open(&path) {
@@ -256,7 +309,7 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
     let direct = matches!(sup, Supervisor::Direct);
     let wait = tokio::spawn(async move {
         let status = child.wait().await;
-        if direct {
+        let info = if direct {
             let info = match status {
                 Ok(s) => ExitInfo::from_status(s),
                 Err(_) => ExitInfo::lost(),
@@ -266,7 +319,11 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
         } else {
             // The shim writes exit.json before it exits; without it, the shim itself died.
             read_exit(&dir).unwrap_or_else(ExitInfo::lost)
-        }
+        };
+        // Whatever is left of the group (a direct job's children, a dead shim's job) ends with
+        // the attempt, before its GPU is given to another.
+        let _ = tokio::task::spawn_blocking(move || end_group(pid, pid_start, 0, LEFTOVER_GRACE)).await;
+        info
     });
     Ok(Started { pid, pid_start, wait })
 }
@@ -322,6 +379,7 @@ pub fn watch_adopted(attempt_dir: PathBuf, pid: u32, start: u64, poll: Duration)
                 return e;
             }
             if !same_process_alive(pid, start) {
+                let _ = tokio::task::spawn_blocking(move || end_group(pid, start, 0, LEFTOVER_GRACE)).await;
                 return read_exit(&attempt_dir).unwrap_or_else(ExitInfo::lost);
             }
             tokio::time::sleep(poll).await;
@@ -350,6 +408,11 @@ pub fn run_shim(attempt_dir: &Path, argv: &[OsString]) -> Result<i32, ServiceErr
             ..Default::default()
         },
     };
+    // The job's leftover children end with it (before exit.json frees its GPU), but only
+    // when this shim leads its own group, as the service starts it: never another's group.
+    if rustix::process::getpgrp() == rustix::process::getpid() {
+        end_group(me, owner.start, me, LEFTOVER_GRACE);
+    }
     write_exit(attempt_dir, &info)?;
     Ok(0)
 }
@@ -416,6 +479,53 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         run_shim(d.path(), &["/nonexistent/prog".into()]).unwrap();
         assert!(read_exit(d.path()).unwrap().spawn_error.unwrap().contains("/nonexistent/prog"));
+    }
+
+    /// A launch of `script` (through `sh -c`) in `d`, run directly.
+    fn direct(d: &Path, script: &str) -> Launch {
+        Launch {
+            job: 1,
+            attempt: 1,
+            cuda_index: 0,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: BTreeMap::new(),
+            mps_thread_pct: None,
+            work_dir: d.join("work"),
+            attempt_dir: d.join("attempt-1"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_jobs_leftover_children_end_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let started = launch(&Supervisor::Direct, &direct(d.path(), "sleep 300 & echo $! > bg; exit 0")).unwrap();
+        let exit = started.wait.await.unwrap();
+        assert_eq!(exit.exit_code, Some(0));
+        let bg: u32 = std::fs::read_to_string(d.path().join("work/bg")).unwrap().trim().parse().unwrap();
+        // Ended with the attempt (SIGTERM ends `sleep` at once; the wait covers the grace).
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            process_group_of(bg).is_none()
+        });
+        assert!(gone, "the job's background child {bg} outlived the job");
+    }
+
+    #[test]
+    fn a_reused_group_id_is_never_signalled() {
+        use std::os::unix::process::CommandExt;
+        let me = std::process::id();
+        let start = process_start_ticks(me).unwrap();
+        let child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let pgid = child.id();
+        // The leader runs with another start time than the one given: the id is "reused".
+        end_group(pgid, process_start_ticks(pgid).unwrap() + 1, 0, Duration::from_millis(50));
+        assert!(process_group_of(pgid).is_some(), "a process of a reused group id was signalled");
+        // With its own start time, the group ends.
+        end_group(pgid, process_start_ticks(pgid).unwrap(), 0, Duration::from_millis(50));
+        let mut child = child;
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{status:?}");
+        assert!(same_process_alive(me, start));
     }
 
     #[test]

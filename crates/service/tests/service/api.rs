@@ -37,6 +37,11 @@ async fn idempotency_key_returns_the_same_job() {
     assert_eq!((s1, s2, s3), (StatusCode::CREATED, StatusCode::OK, StatusCode::CREATED));
     assert_eq!(v1["id"], v2["id"]);
     assert_ne!(v1["id"], v3["id"]);
+    // The same key with another request is a conflict, not the earlier job passed off as this one.
+    let other = r#"{"app":"b","command":["true"]}"#;
+    let (s4, v4) = call(&t.router, "POST", "/v1/jobs", Some(other), &[("idempotency-key", "k-1")]).await;
+    assert_eq!(s4, StatusCode::CONFLICT, "{v4}");
+    assert!(v4["error"]["message"].as_str().unwrap().contains("k-1"), "{v4}");
     let (_, all) = call(&t.router, "GET", "/v1/jobs", None, &[]).await;
     assert_eq!(all["jobs"].as_array().unwrap().len(), 2);
     t.service.stop().await;

@@ -219,3 +219,31 @@ fn shared() -> Router {
         request_timeout: std::time::Duration::from_secs(5),
     })
 }
+
+/// A job no GPU here could hold would wait for ever: its profile is refused, and so is a job
+/// of an app whose (library) profile needs more memory than the largest GPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_no_gpu_could_hold_is_refused_not_queued_for_ever() {
+    let t = start("titanxp:2", "tetris");
+    let big = crate::util::profile_json("bigmem", 20_000.0, 50.0, 5);
+    check(&t.router, "POST", "/v1/profiles", Some(&big), &[], StatusCode::UNPROCESSABLE_ENTITY, "20000").await;
+    t.service.stop().await;
+    // The same profile from a library the service was started with.
+    let dir = tempfile::tempdir().unwrap();
+    let p: dqngpu_model::AppProfile = serde_json::from_str(&big).unwrap();
+    let apps = std::iter::once(("bigmem".to_string(), std::sync::Arc::new(p))).collect();
+    let lib = dqngpu_model::AppLibrary::with_derived_classes("big".into(), apps, None);
+    let mut cfg = config(dir.path().join("data"), "titanxp:2");
+    cfg.libraries = vec![lib];
+    let (svc, r) = start_with(cfg, "tetris", None);
+    let job = r#"{"app":"bigmem","command":["true"]}"#;
+    check(&r, "POST", "/v1/jobs", Some(job), &[], StatusCode::UNPROCESSABLE_ENTITY, "12288").await;
+    let batch = format!(r#"{{"jobs":[{{"app":"x","command":["true"]}},{job}]}}"#);
+    check(&r, "POST", "/v1/jobs/batch", Some(&batch), &[], StatusCode::UNPROCESSABLE_ENTITY, "jobs[1]").await;
+    // A key on a batch would be ignored, and a retried batch queued twice: refused.
+    let ok = r#"{"jobs":[{"app":"x","command":["true"]}]}"#;
+    check(&r, "POST", "/v1/jobs/batch", Some(ok), &[("idempotency-key", "b1")], StatusCode::BAD_REQUEST, "batch").await;
+    let (_, v) = call(&r, "GET", "/v1/jobs", None, &[]).await;
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 0, "nothing was queued: {v}");
+    svc.stop().await;
+}
