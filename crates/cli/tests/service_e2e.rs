@@ -368,3 +368,36 @@ fn submit_batch_queues_a_file_of_jobs_and_refuses_a_bad_one_whole() {
     let done = wait_all_final(&server.url, 3);
     assert!(done.iter().all(|j| j["state"] == "succeeded"), "{done:?}");
 }
+
+/// A config file reads as a user writes it: a budget as a number, one library as a string,
+/// paths relative to the file (not to where `serve` runs); and flags win, so `--scheduler
+/// fifo` drops the file's agent model instead of refusing it.
+#[test]
+fn a_config_file_reads_as_written_and_flags_win() {
+    let dir = test_dir("config");
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    let text = "scheduler = \"dqngpu\"\nmodel = \"nope.safetensors\"\ndata_dir = \"data\"\nlibrary = \"thesis\"\nmax_slowdown = 10\ngpus = \"titanxp:1\"\n";
+    std::fs::write(conf.join("serve.toml"), text).unwrap();
+    let port = free_port();
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let child = Command::new(BIN)
+        .current_dir(&elsewhere)
+        .args(["serve", "--scheduler", "fifo", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+        .arg(conf.join("serve.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let server = Server { child, url: format!("http://127.0.0.1:{port}") };
+    let up = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        ureq::get(&format!("{}/healthz", server.url)).call().is_ok()
+    });
+    assert!(up, "serve did not come up: {}", std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default());
+    let cluster = get(&format!("{}/v1/cluster", server.url));
+    assert_eq!(cluster["policy"], "fifo", "{cluster}");
+    assert!(conf.join("data").is_dir(), "the data dir is beside the config file");
+    assert!(!elsewhere.join("data").exists());
+}

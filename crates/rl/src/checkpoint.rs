@@ -158,6 +158,11 @@ pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), R
 
 /// Reads the metadata of a checkpoint.
 pub fn read_meta(path: &Path) -> Result<CheckpointMeta, RlError> {
+    // The file the user named is what is missing, not the metadata beside it.
+    if !path.exists() {
+        let source = std::io::Error::new(std::io::ErrorKind::NotFound, "no model file there");
+        return Err(RlError::Io { path: path.to_path_buf(), source });
+    }
     let meta_file = meta_path(path);
     let text = std::fs::read_to_string(&meta_file).map_err(|source| RlError::Io { path: meta_file.clone(), source })?;
     let meta: CheckpointMeta = serde_json::from_str(&text)

@@ -168,7 +168,11 @@ fn checkpoint_round_trip_and_mismatch_refused() {
     let e = RlPolicy::load(&path, AgentKind::Dqngpu).unwrap_err();
     assert!(matches!(e, RlError::EncodingMismatch { .. }), "{e}");
     let e = checkpoint::load(&dir.path().join("missing.safetensors"), deeprm::AGENT, None).unwrap_err();
-    assert!(e.to_string().contains("missing.json"), "{e}");
+    assert!(e.to_string().contains("missing.safetensors") && e.to_string().contains("no model file"), "{e}");
+    // Weights without their metadata: the metadata file is named.
+    std::fs::write(dir.path().join("bare.safetensors"), b"x").unwrap();
+    let e = checkpoint::load(&dir.path().join("bare.safetensors"), deeprm::AGENT, None).unwrap_err();
+    assert!(e.to_string().contains("bare.json"), "{e}");
 }
 
 #[test]

@@ -102,16 +102,62 @@ struct FileConfig {
     model: Option<PathBuf>,
     token_file: Option<PathBuf>,
     #[serde(default)]
-    library: Vec<String>,
+    library: OneOrMany,
     seed: Option<u64>,
     tick_ms: Option<u64>,
     max_retries: Option<u32>,
     mps_thread_pct: Option<u8>,
-    max_slowdown: Option<String>,
+    max_slowdown: Option<NumberOrText>,
     interference: Option<String>,
     request_timeout_s: Option<u64>,
     plan_rows: Option<usize>,
     plan_guard: Option<f64>,
+}
+
+/// A library, or a list of them (`library = "thesis"` or `library = ["thesis", "dir"]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// A budget as a number (`10`) or as the flag takes it (`"10"`, `"off"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Number(f64),
+    Text(String),
+}
+
+impl NumberOrText {
+    fn into_text(self) -> String {
+        match self {
+            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Text(t) => t,
+        }
+    }
+}
+
+/// A path from the config file at `config` (`None`: a flag), relative to the file's folder
+/// when it is relative, as a user reading the file expects; a flag's stays as given.
+fn from_file(config: Option<&Path>, p: PathBuf) -> PathBuf {
+    match config.and_then(Path::parent) {
+        Some(dir) if p.is_relative() => dir.join(p),
+        _ => p,
+    }
 }
 
 /// Runs the command.
@@ -127,18 +173,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => FileConfig::default(),
     };
-    let data_dir = args.data_dir.or(file.data_dir).unwrap_or_else(|| PathBuf::from(dqngpu_service::DEFAULT_DATA_DIR));
+    let cfg_path = args.config.as_deref();
+    let in_file = |p: Option<PathBuf>| p.map(|p| from_file(cfg_path, p));
+    let data_dir =
+        args.data_dir.or(in_file(file.data_dir)).unwrap_or_else(|| PathBuf::from(dqngpu_service::DEFAULT_DATA_DIR));
+    // Flags win: a scheduler given as a flag takes the file's model only if it is an agent.
+    let flag_heuristic = args
+        .scheduler
+        .as_deref()
+        .and_then(|n| n.parse::<dqngpu_rl::SchedulerName>().ok())
+        .is_some_and(|n| !n.is_agent());
     let scheduler = args.scheduler.or(file.scheduler).unwrap_or_else(|| dqngpu_service::DEFAULT_SCHEDULER.into());
-    let model = args.model.or(file.model);
+    let model = args.model.or(if flag_heuristic { None } else { in_file(file.model) });
     let seed = args.seed.or(file.seed).unwrap_or(0);
-    let token = match args.token_file.or(file.token_file) {
+    let token = match args.token_file.or(in_file(file.token_file)) {
         Some(p) => Some(read_token(&p)?),
         None => None,
     };
+    let file_libraries = file.library.into_vec();
     let libraries = if !args.library.is_empty() {
         args.library
-    } else if !file.library.is_empty() {
-        file.library
+    } else if !file_libraries.is_empty() {
+        // A directory named relative to the file is found beside it; built-in names as they are.
+        file_libraries
+            .into_iter()
+            .map(|l| {
+                let beside = from_file(cfg_path, PathBuf::from(&l));
+                if beside.is_dir() {
+                    beside.display().to_string()
+                } else {
+                    l
+                }
+            })
+            .collect()
     } else {
         vec!["thesis".into()]
     };
@@ -146,7 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let max_slowdown = match args.max_slowdown.or(file.max_slowdown) {
+    let max_slowdown = match args.max_slowdown.or(file.max_slowdown.map(NumberOrText::into_text)) {
         Some(s) => super::parse_max_slowdown(&s)?,
         None => None,
     };
