@@ -617,3 +617,13 @@ fn built_in_libraries_are_listed_and_a_job_file_finds_its_directory_library_from
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn a_model_where_no_agent_runs_is_refused_saying_why() {
+    let o = dqngpu(&["simulate", "--scheduler", "all", "--model", "m.safetensors"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("`--scheduler all` runs the heuristics"), "{}", text(&o));
+    let o = dqngpu(&["bench", "--schedulers", "dqngpu"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("decision_latency") && !text(&o).contains("pass --model"), "{}", text(&o));
+}

@@ -91,9 +91,15 @@ pub fn submission(r: SubmitRequest) -> Result<NewJob, ApiError> {
             "field `command[0]`: `{prog}` is a relative path; give an absolute path or a name on the server's PATH"
         )));
     }
-    if !program_exists(prog, std::env::var_os("PATH").as_deref()) {
+    // Looked up as the job will start it: on the job's own PATH when it sets one.
+    let path_var = match r.env.get("PATH") {
+        Some(p) => Some(std::ffi::OsString::from(p)),
+        None => std::env::var_os("PATH"),
+    };
+    if !program_exists(prog, path_var.as_deref()) {
+        let whose = if r.env.contains_key("PATH") { "the job's PATH (env.PATH)" } else { "the server's PATH" };
         return Err(ApiError::Unprocessable(format!(
-            "field `command[0]`: program `{prog}` not found on the server (or not executable)"
+            "field `command[0]`: program `{prog}` not found on {whose} (or not executable)"
         )));
     }
     if r.env.len() > MAX_ENV {

@@ -85,6 +85,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let mut rows = Vec::new();
     let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
+    if let Some(agent) = args.schedulers.iter().find(|n| n.is_agent()) {
+        anyhow::bail!(
+            "--schedulers {agent}: bench times the heuristics and takes no model; time an agent's decisions with `cargo run --release -p dqngpu-rl --example decision_latency -- MODEL`"
+        );
+    }
     for name in &args.schedulers {
         let policy = resolve_scheduler(*name, None, args.seed, &caller, None)?;
         let sim = || dqngpu_sim::run(policy.as_ref(), &cluster, &lib, &set, interference.clone(), SimConfig::default());

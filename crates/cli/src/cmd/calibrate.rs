@@ -48,6 +48,14 @@ fn table(r: &CalibrationReport) -> String {
     s.push_str(&format!("fair share of GPU util above 100%        {:6.2}%\n\n", r.fair_share_mape_pct));
     s.push_str("cross-validation (held-out MAPE)         contention   fair share\n");
     for cv in &r.cross_validation {
+        // No fold (too few pairs or families to hold any out): no held-out figure, not 0%.
+        if cv.folds.is_empty() {
+            s.push_str(&format!(
+                "{:<40} {:>7}      {:>7}   (0 folds: too few pairs to hold any out)\n",
+                cv.scheme, "-", "-"
+            ));
+            continue;
+        }
         s.push_str(&format!(
             "{:<40} {:6.2}%      {:6.2}%   ({} folds)\n",
             cv.scheme,

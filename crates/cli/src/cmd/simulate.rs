@@ -218,6 +218,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
     let caller = Caller { max_slowdown, model: interference.clone() };
     let plan = args.plan.config()?;
+    if let (SchedulerChoice::All, Some(m)) = (args.scheduler, &args.model) {
+        anyhow::bail!(
+            "--model {}: `--scheduler all` runs the heuristics, which take no model; name an agent (dqngpu, dqngpu-plan, deeprm-max, deeprm-mean) to run it",
+            m.display()
+        );
+    }
     // Resolve every scheduler before simulating, so a missing model fails fast.
     let policies = args
         .scheduler

@@ -39,6 +39,13 @@ async fn malformed_submissions_name_the_problem() {
     post(r#"{"app":"a","command":[""]}"#, StatusCode::BAD_REQUEST, "program is empty").await;
     post(r#"{"app":"a","command":["no-such-program-xyz"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "not found").await;
     post(r#"{"app":"a","command":["./rel/prog"]}"#, StatusCode::UNPROCESSABLE_ENTITY, "relative path").await;
+    // The job starts with its own PATH: a program not on it is refused now, not at its start.
+    post(
+        r#"{"app":"a","command":["true"],"env":{"PATH":"/nonexistent"}}"#,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "job's PATH",
+    )
+    .await;
     post(r#"{"app":"a b","command":["ls"]}"#, StatusCode::BAD_REQUEST, "field `app`").await;
     post(r#"{"app":"a","command":["ls"],"cwd":"/etc"}"#, StatusCode::UNPROCESSABLE_ENTITY, "unknown field `cwd`").await;
     post(r#"{"app":"a","command":["ls"],"env":{"1BAD":"x"}}"#, StatusCode::BAD_REQUEST, "`1BAD`").await;
