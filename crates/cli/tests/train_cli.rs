@@ -479,3 +479,20 @@ fn a_closed_pipe_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(141), "{err}");
 }
+
+/// A DeepRM model may be evaluated at another load (the load shapes the workload, not the
+/// network); a setting that changes the network is refused naming the field.
+#[test]
+fn deeprm_eval_takes_a_model_at_another_load_and_names_a_real_mismatch() {
+    let d = test_dir("deeprm-load");
+    let (code, err) = run_in(
+        &d,
+        &["deeprm", "train", "--iterations", "0", "--jobsets", "1", "--load", "70", "--quiet", "-o", "d.safetensors"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = run_in(&d, &["deeprm", "eval", "--model", "d.safetensors", "--load", "110", "--jobsets", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = run_in(&d, &["deeprm", "eval", "--model", "d.safetensors", "--slots", "7", "--jobsets", "1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("num_nw: 10 (needed 7)"), "{err}");
+}

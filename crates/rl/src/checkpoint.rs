@@ -86,6 +86,35 @@ pub struct CheckpointMeta {
     pub selection: Option<crate::deeprm::Selection>,
 }
 
+/// The fields where encodings `have` and `want` differ, as `field: have (needed want)`; the
+/// whole encodings when they are of different kinds.
+fn encoding_differences(have: &Encoding, want: &Encoding) -> String {
+    let (h, w) = (serde_json::to_value(have).unwrap_or_default(), serde_json::to_value(want).unwrap_or_default());
+    // Encodings serialise as {"kind": ..., "fields"...} or as one-key maps of their kind.
+    fn fields(v: &serde_json::Value) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        let m = v.as_object()?;
+        match m.values().next() {
+            Some(serde_json::Value::Object(inner)) if m.len() == 1 => Some(inner),
+            _ => Some(m),
+        }
+    }
+    match (fields(&h), fields(&w)) {
+        (Some(hf), Some(wf)) if h.as_object().map(|m| m.keys().next()) == w.as_object().map(|m| m.keys().next()) => {
+            let diffs: Vec<String> = wf
+                .iter()
+                .filter(|(k, v)| hf.get(*k) != Some(*v))
+                .map(|(k, v)| format!("{k}: {} (needed {v})", hf.get(k).map_or("absent".into(), |x| x.to_string())))
+                .collect();
+            if diffs.is_empty() {
+                format!("{h} against {w}")
+            } else {
+                diffs.join(", ")
+            }
+        }
+        _ => format!("{h} against {w}"),
+    }
+}
+
 /// The metadata path of a weights file: same name, extension `.json`.
 pub fn meta_path(weights: &Path) -> PathBuf {
     weights.with_extension("json")
@@ -188,11 +217,12 @@ pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(Po
     }
     if let Some(want) = expected {
         if &meta.encoding != want {
-            let have = serde_json::to_string(&meta.encoding).unwrap_or_default();
-            let want = serde_json::to_string(want).unwrap_or_default();
             return Err(RlError::EncodingMismatch {
                 path: meta_file,
-                message: format!("its state encoding is {have}, but {want} is needed; retrain or use matching options"),
+                message: format!(
+                    "its state encoding differs from the one needed in {}; retrain or use matching options",
+                    encoding_differences(&meta.encoding, want)
+                ),
             });
         }
     }

@@ -246,7 +246,18 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
     let sets = deeprm::job_sets(&params, a.seed, a.jobsets);
     let mut rows: Vec<(String, deeprm::EvalResult)> = Vec::new();
     if let Some(path) = &a.model {
-        let (net, _) = checkpoint::load(path, deeprm::AGENT, Some(&Encoding::DeepRmClassic(params.clone())))?;
+        // The load and the episode length shape the workload, not the network: a model trained
+        // at one load may be evaluated at another; every other setting must match.
+        let expected = match checkpoint::read_meta(path)?.encoding {
+            Encoding::DeepRmClassic(m) => DeepRmParams {
+                new_job_rate: m.new_job_rate,
+                simu_len: m.simu_len,
+                episode_max_length: m.episode_max_length,
+                ..params.clone()
+            },
+            _ => params.clone(),
+        };
+        let (net, _) = checkpoint::load(path, deeprm::AGENT, Some(&Encoding::DeepRmClassic(expected)))?;
         rows.push(("deeprm".into(), deeprm::evaluate(&params, &sets, Scheduler::Net(&net), a.seed)?));
     }
     for b in [Baseline::TetrisStar { knob: a.tetris_knob }, Baseline::Sjf, Baseline::Packer, Baseline::Random] {
