@@ -73,7 +73,6 @@ impl PlanArgs {
     }
 }
 
-/// A whole number from 1 to `max` of `what`, or an error saying so (clap names the flag).
 /// Refuses an output (`flag` `output`) that is one of the command's input files (`inputs`, by
 /// flag): writing it would replace the input before, or instead of, reading it, and a raw log
 /// cannot be recorded again. Compared as files (the same file by another path counts too); an
@@ -95,6 +94,7 @@ pub fn refuse_output_over_input(
     Ok(())
 }
 
+/// A whole number from 1 to `max` of `what`, or an error saying so (clap names the flag).
 fn parse_count(s: &str, max: usize, what: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),

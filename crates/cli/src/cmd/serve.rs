@@ -199,7 +199,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into_iter()
             .map(|l| {
                 let beside = from_file(cfg_path, PathBuf::from(&l));
-                if beside.is_dir() {
+                let builtin = ["thesis", "lucid"].contains(&l.as_str()) || l.starts_with("generated:");
+                if !builtin && beside.is_dir() {
                     beside.display().to_string()
                 } else {
                     l
