@@ -172,3 +172,48 @@ fn the_shipped_trace_is_found_from_any_working_directory() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("pods.csv") && err.contains("no pods"), "{err}");
 }
+
+#[test]
+fn warnings_carry_no_colour_codes_off_a_terminal_and_negative_waits_are_named() {
+    let d = test_dir("plain");
+    // A pod no node can hold draws a warning; stderr here is a pipe, as in `kubectl logs`.
+    let (n, p) = fixture(&d, "p0,4000,8192,8,1000,\n");
+    let o = replay(&n, &p, &["--policy", "bestfit"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("WARN") && !err.contains('\u{1b}'), "{err:?}");
+    let o = Command::new(BIN).args(["trace", "timed", "--reserve-after", "-5"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("number of seconds >= 0"));
+}
+
+/// Pods no node can hold are left out of the load the timed replay scales arrivals to: on one
+/// 2-GPU node, a 4-GPU pod neither sets the peak nor makes every load impossible.
+#[test]
+fn the_timed_load_is_the_placeable_pods() {
+    let d = test_dir("timedfit");
+    let n = d.join("nodes.csv");
+    let p = d.join("pods.csv");
+    std::fs::write(&n, "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,2,T4\n").unwrap();
+    let head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n";
+    let rows = "big,1000,1024,4,1000,,LS,Running,0,100,0\np1,1000,1024,1,1000,,LS,Running,10,200,10\np2,1000,1024,1,500,,LS,Running,50,300,50\n";
+    std::fs::write(&p, format!("{head}{rows}")).unwrap();
+    let timed = |load: &str| {
+        let o = Command::new(BIN)
+            .args(["trace", "timed", "--seeds", "1", "--load", load, "--nodes"])
+            .arg(&n)
+            .arg("--pods")
+            .arg(&p)
+            .arg("--out")
+            .arg(d.join(format!("out-{load}")))
+            .output()
+            .unwrap();
+        (o.status.code(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    };
+    let (code, text) = timed("0.5");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("can never fit") && text.contains("peak GPU demand 50.0%"), "{text}");
+    // The placeable pods at once ask 75% (1 + 0.5 of 2 GPUs): a higher peak is impossible.
+    let (code, text) = timed("1.0");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("75.0%"), "{text}");
+}

@@ -389,15 +389,22 @@ pub fn replay_timed(
     let first = created[order[0]];
     let span1 = (created[order[order.len() - 1]] - first).max(1) as f64;
     let since: Vec<f64> = created.iter().map(|&c| (c - first) as f64).collect();
-    let offered = |scale: f64| offered_load(&all, &run, &since, span1, capacity, scale);
-    let peak = |scale: f64| peak_demand(&all, &run, &since, capacity, scale);
+    // Pods no node can ever hold are never placed (warned about, counted apart): the load the
+    // arrivals are scaled to, and the load offered, are the placeable pods'.
+    let never: Vec<bool> = all.iter().map(|p| cluster.never_fits(p)).collect();
+    let fits = |i: &usize| !never[*i];
+    let fit_pods: Vec<Pod> = (0..all.len()).filter(fits).map(|i| all[i].clone()).collect();
+    let fit_run: Vec<u64> = (0..all.len()).filter(fits).map(|i| run[i]).collect();
+    let fit_since: Vec<f64> = (0..all.len()).filter(fits).map(|i| since[i]).collect();
+    let offered = |scale: f64| offered_load(&fit_pods, &fit_run, &fit_since, span1, capacity, scale);
+    let peak = |scale: f64| peak_demand(&fit_pods, &fit_run, &fit_since, capacity, scale);
     let scale = match cfg.load {
         None => 1.0,
         Some(l) => {
             // However far apart the arrivals, pods created in the same second overlap.
             let mut same_second: std::collections::BTreeMap<u64, i64> = std::collections::BTreeMap::new();
-            for (p, &c) in all.iter().zip(&created) {
-                *same_second.entry(c).or_insert(0) += p.total_milli();
+            for i in (0..all.len()).filter(fits) {
+                *same_second.entry(created[i]).or_insert(0) += all[i].total_milli();
             }
             let least = same_second.values().copied().max().unwrap_or(0) as f64 / capacity;
             let most = peak(f64::INFINITY);
@@ -421,7 +428,6 @@ pub fn replay_timed(
     };
     let arrive_us = |i: usize| ((created[i] - first) as f64 / scale * 1e6).round() as u64;
 
-    let never: Vec<bool> = all.iter().map(|p| cluster.never_fits(p)).collect();
     let never_fit: Vec<String> = (0..all.len()).filter(|&i| never[i]).map(|i| pods[i].name.clone()).collect();
 
     let frag = init_frag(&mut cluster, &all);

@@ -125,7 +125,7 @@ struct TimedArgs {
     /// Reserve a node for the oldest waiting pod once it has waited this many seconds, so
     /// that pods only an empty node holds cannot starve (docs/TRACE.md); `off`: kube-scheduler's
     /// queue.
-    #[arg(long, default_value = "off", value_parser = parse_reserve_after)]
+    #[arg(long, default_value = "off", value_parser = parse_reserve_after, allow_negative_numbers = true)]
     reserve_after: ReserveAfter,
     /// First seed.
     #[arg(long, default_value_t = 42)]
@@ -219,7 +219,7 @@ struct ReplayArgs {
     node_share: f64,
     /// With --timed: reserve a node for the oldest waiting pod once it has waited this many
     /// seconds; `off`: kube-scheduler's queue.
-    #[arg(long, default_value = "off", value_parser = parse_reserve_after)]
+    #[arg(long, default_value = "off", value_parser = parse_reserve_after, allow_negative_numbers = true)]
     reserve_after: ReserveAfter,
 }
 
@@ -351,7 +351,7 @@ fn warn_never_fit(never_fit: &[String]) {
 fn print_timed(list: &str, results: &[TimedResult]) {
     let Some(r0) = results.first() else { return };
     println!(
-        "timed replay of {list} ({} pods) on {} nodes ({:.0}% of the list's, seed {}), {} GPUs: peak GPU demand {:.1}%, \
+        "timed replay of {list} ({} pods) on {} nodes (--node-share {:.1}% asked, seed {}), {} GPUs: peak GPU demand {:.1}%, \
          {:.1}% on average (arrivals {:.1}x the trace's pace), arrival span {:.0} s",
         r0.pods,
         r0.nodes,
