@@ -88,6 +88,12 @@ fn quick_experiment_writes_consistent_files_and_replays() {
     assert_eq!(classes.len(), 5);
     let schedulers: Vec<String> = res["schedulers"].as_array().unwrap().iter().map(|c| s(c).to_string()).collect();
     assert!(schedulers.iter().any(|x| x == "sjf"));
+    // Each agent's iterations are within what its recipe plans (the scorer's policy gradient
+    // runs once per improvement round too), and all of them ran: no time limit is set.
+    for t in res["training"].as_array().unwrap() {
+        let (done, planned) = (t["iterations"].as_u64().unwrap(), t["iterations_planned"].as_u64().unwrap());
+        assert_eq!(done, planned, "{}: {done} of {planned}", t["scheduler"]);
+    }
     let mut plots: Vec<String> = classes.iter().map(|c| format!("class_{c}")).collect();
     plots.extend(["slowdown", "training_overhead", "cost", "jct_vs_p95_slowdown", "training_curves"].map(String::from));
     plots.extend(schedulers.iter().map(|x| format!("timeline_{x}")));

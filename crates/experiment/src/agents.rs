@@ -202,7 +202,8 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
             workloads: t.workloads.clone(),
             seeds: (base..base + sets as u64).collect(),
             iterations: curve.len() as u64,
-            iterations_planned: tc.iterations as u64,
+            // Policy gradient runs once, then once more in each improvement round.
+            iterations_planned: tc.iterations as u64 * (1 + t.scorer_improvement_rounds),
             stopped_by_time_limit: false,
             train_s,
             curve: curve_points(&curve),
