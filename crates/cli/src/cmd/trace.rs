@@ -341,7 +341,7 @@ fn warn_never_fit(never_fit: &[String]) {
     let more = if never_fit.len() > shown.len() { ", ..." } else { "" };
     tracing::warn!("{} pod(s) fit no node even when the cluster is empty: {}{more}", never_fit.len(), shown.join(", "));
     eprintln!(
-        "warning: {} pod(s) can never fit any node (counted failed): {}{more}",
+        "warning: {} pod(s) can never fit any node and are never placed (counted failed when tried): {}{more}",
         never_fit.len(),
         shown.join(", ")
     );
