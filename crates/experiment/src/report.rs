@@ -127,7 +127,7 @@ fn intro(res: &ExperimentResults, b: &mut Vec<Block>) {
     b.push(Block::Para(format!(
         "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, all submitted at t = 0. \
          Evaluation job sets: seeds {} per class, never used in training. Training job sets: classes {}, seeds {}. \
-         Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom).",
+         Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom; `-` with one seed, where there is none).",
         res.version,
         if res.quick { " (--quick: a small run for smoke tests; do not compare its numbers with the thesis)" } else { "" },
         cfg.library,
@@ -176,15 +176,15 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
             rows.push(vec![
                 s.clone(),
                 fmt::secs(r.makespan_s_mean),
-                fmt::secs(r.makespan_s_ci95),
+                no_ci_of_one(r, fmt::secs(r.makespan_s_ci95)),
                 fmt::opt(th.and_then(|t| t.makespan_s), fmt::secs),
                 fmt::secs(r.lower_bound_s_mean),
                 fmt::ratio(r.ratio_to_lower_bound_mean),
                 fmt::pct(r.avg_gpu_util_pct_mean),
-                fmt::pct(r.avg_gpu_util_pct_ci95),
+                no_ci_of_one(r, fmt::pct(r.avg_gpu_util_pct_ci95)),
                 fmt::opt(th.and_then(|t| t.gpu_util_pct), fmt::pct),
                 fmt::pct(r.avg_gpu_mem_util_pct_mean),
-                fmt::pct(r.avg_gpu_mem_util_pct_ci95),
+                no_ci_of_one(r, fmt::pct(r.avg_gpu_mem_util_pct_ci95)),
                 fmt::opt(th.and_then(|t| t.gpu_mem_util_pct), fmt::pct),
                 fmt::count(r.oom_kills_mean),
                 fmt::count(r.no_slowdown_jobs_mean),
@@ -515,6 +515,15 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
         });
     }
     b.push(Block::Plot(Figure::TrainingCurves));
+}
+
+/// `text`, a 95% interval, or `-` where one seed leaves none to compute.
+fn no_ci_of_one(r: &crate::results::SummaryRow, text: String) -> String {
+    if r.seeds < 2 {
+        "-".into()
+    } else {
+        text
+    }
 }
 
 fn md_cell(s: &str) -> String {

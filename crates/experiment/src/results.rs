@@ -523,18 +523,28 @@ pub fn costs(summary: &[SummaryRow], class: &str, cfg: &ExperimentConfig) -> Vec
     out
 }
 
+/// A 95% interval as the CSV writes it: empty where one seed leaves none to compute (the
+/// stored value is then 0, which would read as an exact result).
+pub fn ci_text(r: &SummaryRow, ci: f64) -> String {
+    if r.seeds < 2 {
+        String::new()
+    } else {
+        format!("{ci:.3}")
+    }
+}
+
 /// `summary.csv`: the required columns first, then the extras of [`SUMMARY_COLUMNS`].
 pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     let mut s = SUMMARY_COLUMNS.join(",");
     s.push('\n');
     for r in summary {
         s.push_str(&format!(
-            "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.3},{:.3},{},{:.3},{:.3},{:.3},{},{},{},{},{},{:.4},{:.3}\n",
+            "{},{},{},{:.3},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{},{},{},{:.3},{},{:.3},{},{},{},{},{},{:.4},{:.3}\n",
             r.workload,
             r.scheduler,
             r.seeds,
             r.makespan_s_mean,
-            r.makespan_s_ci95,
+            ci_text(r, r.makespan_s_ci95),
             r.lower_bound_s_mean,
             r.avg_gpu_util_pct_mean,
             r.avg_gpu_mem_util_pct_mean,
@@ -542,11 +552,11 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.no_slowdown_jobs_mean,
             r.train_s,
             r.ratio_to_lower_bound_mean,
-            r.avg_gpu_util_pct_ci95,
-            r.avg_gpu_mem_util_pct_ci95,
+            ci_text(r, r.avg_gpu_util_pct_ci95),
+            ci_text(r, r.avg_gpu_mem_util_pct_ci95),
             if r.jobs_per_set > 0 { r.jobs_per_set } else { jobs_per_set },
             r.mean_jct_s_mean,
-            r.mean_jct_s_ci95,
+            ci_text(r, r.mean_jct_s_ci95),
             r.slowed_over_10_pct_mean,
             r.cell,
             r.library,
@@ -611,6 +621,20 @@ pub(crate) mod tests {
     fn buckets_follow_the_thesis_edges() {
         let b = SlowdownBuckets::of([1.0, 1.019, 1.021, 1.099, 1.1, 1.199, 1.2, 3.0]);
         assert_eq!(b.counts(), [2, 2, 2, 2]);
+    }
+
+    #[test]
+    fn one_seed_writes_no_interval_rather_than_zero() {
+        let runs = vec![run("random", "sjf", 1, 100.0, 50.0, &[1.0, 1.0])];
+        let s = summarise(&runs, &["random".into()], &["sjf".to_string()], &[]);
+        assert_eq!(s[0].seeds, 1);
+        let csv = summary_csv(&s, 2);
+        let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        let col = |name: &str| row[SUMMARY_COLUMNS.iter().position(|c| *c == name).unwrap()];
+        for c in ["makespan_s_ci95", "avg_gpu_util_pct_ci95", "avg_gpu_mem_util_pct_ci95", "mean_jct_s_ci95"] {
+            assert_eq!(col(c), "", "{c} in {csv}");
+        }
+        assert_eq!(col("makespan_s_mean"), "100.000");
     }
 
     #[test]

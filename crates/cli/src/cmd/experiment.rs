@@ -56,12 +56,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     for r in &res.summary {
         println!(
-            "{:<10} {:<12} {:>11.1} {:>12.1} {:>10.1} {:>10.1}% {:>9.2} {:>9.2}",
+            "{:<10} {:<12} {:>11.1} {:>12.1} {:>10} {:>10.1}% {:>9.2} {:>9.2}",
             r.workload,
             r.scheduler,
             r.mean_jct_s_mean,
             r.makespan_s_mean,
-            r.makespan_s_ci95,
+            // One seed leaves no interval to compute.
+            if r.seeds < 2 { "-".to_string() } else { format!("{:.1}", r.makespan_s_ci95) },
             r.slowed_over_10_pct_mean,
             r.avg_gpu_util_pct_mean,
             r.avg_gpu_mem_util_pct_mean
