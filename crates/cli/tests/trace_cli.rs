@@ -217,3 +217,37 @@ fn the_timed_load_is_the_placeable_pods() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("75.0%"), "{text}");
 }
+
+/// `trace train` on a list no node can hold any pod of has nothing to learn from: refused,
+/// naming both files, and no weights are written.
+#[test]
+fn training_on_pods_no_node_can_hold_is_refused() {
+    let d = test_dir("trainfit");
+    let (n, p) = fixture(&d, "p0,4000,8192,8,1000,\np1,4000,8192,8,1000,\n");
+    let out = d.join("w.json");
+    let o = Command::new(BIN)
+        .args([
+            "trace",
+            "train",
+            "--iterations",
+            "1",
+            "--pairs",
+            "1",
+            "--sequences",
+            "1",
+            "--validation",
+            "1",
+            "--nodes",
+        ])
+        .arg(&n)
+        .arg("--pods")
+        .arg(&p)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing to learn") && err.contains("pods.csv") && err.contains("nodes.csv"), "{err}");
+    assert!(!out.exists());
+}

@@ -132,6 +132,13 @@ pub fn arrival_order(
     Ok(order)
 }
 
+/// The names of the pods of `pods` that no node of `nodes` could hold even empty: never placed
+/// by any policy (the replays warn about them; a trainer learns nothing from them).
+pub fn never_fit(nodes: &[NodeRow], pods: &[PodRow]) -> Result<Vec<String>> {
+    let (cluster, all) = build(nodes, pods)?;
+    Ok(all.iter().zip(pods).filter(|(p, _)| cluster.never_fits(p)).map(|(_, row)| row.name.clone()).collect())
+}
+
 /// The empty cluster of `nodes` and the pods of `pods` in its units: the first steps of both
 /// replays. Errors: more than 64 GPU models, no GPU, no pod.
 pub(crate) fn build(nodes: &[NodeRow], pods: &[PodRow]) -> Result<(Cluster, Vec<Pod>)> {

@@ -560,6 +560,15 @@ fn load_learned(path: &Path) -> anyhow::Result<Box<dyn dqngpu_trace::NodePolicy>
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
+    // Pods no node can hold teach nothing; a list of only such pods would train on nothing.
+    let never = dqngpu_trace::replay::never_fit(&nodes, &pods)?;
+    anyhow::ensure!(
+        never.len() < pods.len(),
+        "no pod of {} fits any node of {}: there is nothing to learn from",
+        a.pods.display(),
+        a.nodes.display()
+    );
+    warn_never_fit(&never);
     let init = match &a.init {
         Some(p) => Some(read_weights(p)?.w),
         None => None,
