@@ -516,6 +516,12 @@ fn the_h100_fit_predicts_the_six_way_h200_group_best() {
     assert!(h100 < lucid && h100 < none, "mean |error|: H100 fit {h100:.3}, Lucid fit {lucid:.3}, none {none:.3}");
 }
 
+/// `profile import` of the nvidia-smi log `log`, GPU 0, as app `app`, to `dest` (its flags).
+fn import_smi(log: &Path, app: &str, dest: &[&str]) -> Output {
+    let log = log.to_str().unwrap();
+    dqngpu(&[&["profile", "import", "--format", "nvidia-smi", log, "--app", app, "--gpu", "0"], dest].concat())
+}
+
 #[test]
 fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
     let d = test_dir("over");
@@ -523,10 +529,7 @@ fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
     std::fs::copy(data("nvidia_smi_units.csv"), &log).unwrap();
     let before = std::fs::read(&log).unwrap();
     let log_s = log.to_str().unwrap();
-    let import = |out: &[&str]| {
-        let args = [&["profile", "import", "--format", "nvidia-smi", log_s, "--app", "x", "--gpu", "0"], out].concat();
-        dqngpu(&args)
-    };
+    let import = |out: &[&str]| import_smi(&log, "x", out);
     // The same file, and the same file by another path.
     let other_path = d.join(".").join("smi.csv");
     for out in [log_s, other_path.to_str().unwrap()] {
@@ -542,19 +545,7 @@ fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     // A leading dot in the app name would hide the stored file from the library reader.
     let lib = d.join("lib");
-    let o = dqngpu(&[
-        "profile",
-        "import",
-        "--format",
-        "nvidia-smi",
-        log_s,
-        "--app",
-        ".myapp",
-        "--gpu",
-        "0",
-        "--store",
-        lib.to_str().unwrap(),
-    ]);
+    let o = import_smi(&log, ".myapp", &["--store", lib.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let listed = read_dir_library(&lib).unwrap();
     assert!(listed.apps.values().any(|p| p.app.name == ".myapp"), "{:?}", listed.apps.keys().collect::<Vec<_>>());
@@ -588,19 +579,8 @@ fn built_in_libraries_are_listed_and_a_job_file_finds_its_directory_library_from
     ok(&["profile", "show", "alexnet", "--library", "thesis"]);
     let d = test_dir("libpath");
     let lib = d.join("L");
-    ok(&[
-        "profile",
-        "import",
-        "--format",
-        "nvidia-smi",
-        data("nvidia_smi_units.csv").to_str().unwrap(),
-        "--app",
-        "mine",
-        "--gpu",
-        "0",
-        "--store",
-        lib.to_str().unwrap(),
-    ]);
+    let o = import_smi(&data("nvidia_smi_units.csv"), "mine", &["--store", lib.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
     // Drawn with a relative library name, in the library's parent...
     let o = Command::new(BIN)
         .current_dir(&d)

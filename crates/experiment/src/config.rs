@@ -6,12 +6,9 @@ use std::path::Path;
 
 use dqngpu_model::{Location, ModelError, WorkloadClass};
 use dqngpu_rl::net::OptimizerKind;
+use dqngpu_rl::reinforce::MAX_TRAIN_JOBSETS as MAX_JOBSETS;
 use dqngpu_rl::SchedulerName;
 use serde::{Deserialize, Serialize};
-
-/// The most training job sets per library (`training.jobsets`, a scorer setting's `jobsets`):
-/// `dqngpu train --jobsets`'s cap.
-pub const MAX_JOBSETS: usize = 10_000;
 
 /// The whole configuration. Every section has defaults, so an empty file is the thesis's setup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -176,15 +176,15 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
             rows.push(vec![
                 s.clone(),
                 fmt::secs(r.makespan_s_mean),
-                no_ci_of_one(r, fmt::secs(r.makespan_s_ci95)),
+                fmt::opt(r.ci(r.makespan_s_ci95), fmt::secs),
                 fmt::opt(th.and_then(|t| t.makespan_s), fmt::secs),
                 fmt::secs(r.lower_bound_s_mean),
                 fmt::ratio(r.ratio_to_lower_bound_mean),
                 fmt::pct(r.avg_gpu_util_pct_mean),
-                no_ci_of_one(r, fmt::pct(r.avg_gpu_util_pct_ci95)),
+                fmt::opt(r.ci(r.avg_gpu_util_pct_ci95), fmt::pct),
                 fmt::opt(th.and_then(|t| t.gpu_util_pct), fmt::pct),
                 fmt::pct(r.avg_gpu_mem_util_pct_mean),
-                no_ci_of_one(r, fmt::pct(r.avg_gpu_mem_util_pct_ci95)),
+                fmt::opt(r.ci(r.avg_gpu_mem_util_pct_ci95), fmt::pct),
                 fmt::opt(th.and_then(|t| t.gpu_mem_util_pct), fmt::pct),
                 fmt::count(r.oom_kills_mean),
                 fmt::count(r.no_slowdown_jobs_mean),
@@ -515,15 +515,6 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
         });
     }
     b.push(Block::Plot(Figure::TrainingCurves));
-}
-
-/// `text`, a 95% interval, or `-` where one seed leaves none to compute.
-fn no_ci_of_one(r: &crate::results::SummaryRow, text: String) -> String {
-    if r.seeds < 2 {
-        "-".into()
-    } else {
-        text
-    }
 }
 
 fn md_cell(s: &str) -> String {

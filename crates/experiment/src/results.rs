@@ -275,6 +275,14 @@ pub struct SummaryRow {
     pub jct_lower_bound_s_mean: f64,
 }
 
+impl SummaryRow {
+    /// A 95% interval of this row (`ci`, one of its `*_ci95`), or `None` where one seed leaves
+    /// none to compute (it is stored as 0, which would read as an exact result).
+    pub fn ci(&self, ci: f64) -> Option<f64> {
+        (self.seeds >= 2).then_some(ci)
+    }
+}
+
 /// The `summary.csv` columns, in order.
 pub const SUMMARY_COLUMNS: [&str; 25] = [
     "workload",
@@ -523,16 +531,6 @@ pub fn costs(summary: &[SummaryRow], class: &str, cfg: &ExperimentConfig) -> Vec
     out
 }
 
-/// A 95% interval as the CSV writes it: empty where one seed leaves none to compute (the
-/// stored value is then 0, which would read as an exact result).
-pub fn ci_text(r: &SummaryRow, ci: f64) -> String {
-    if r.seeds < 2 {
-        String::new()
-    } else {
-        format!("{ci:.3}")
-    }
-}
-
 /// `summary.csv`: the required columns first, then the extras of [`SUMMARY_COLUMNS`].
 pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     let mut s = SUMMARY_COLUMNS.join(",");
@@ -544,7 +542,7 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.scheduler,
             r.seeds,
             r.makespan_s_mean,
-            ci_text(r, r.makespan_s_ci95),
+            r.ci(r.makespan_s_ci95).map_or(String::new(), |c| format!("{c:.3}")),
             r.lower_bound_s_mean,
             r.avg_gpu_util_pct_mean,
             r.avg_gpu_mem_util_pct_mean,
@@ -552,11 +550,11 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.no_slowdown_jobs_mean,
             r.train_s,
             r.ratio_to_lower_bound_mean,
-            ci_text(r, r.avg_gpu_util_pct_ci95),
-            ci_text(r, r.avg_gpu_mem_util_pct_ci95),
+            r.ci(r.avg_gpu_util_pct_ci95).map_or(String::new(), |c| format!("{c:.3}")),
+            r.ci(r.avg_gpu_mem_util_pct_ci95).map_or(String::new(), |c| format!("{c:.3}")),
             if r.jobs_per_set > 0 { r.jobs_per_set } else { jobs_per_set },
             r.mean_jct_s_mean,
-            ci_text(r, r.mean_jct_s_ci95),
+            r.ci(r.mean_jct_s_ci95).map_or(String::new(), |c| format!("{c:.3}")),
             r.slowed_over_10_pct_mean,
             r.cell,
             r.library,

@@ -53,7 +53,9 @@ fn loc(path: Option<&Path>, line: Option<u64>, field: Option<&str>) -> Location 
 /// otherwise be dropped without a word). Text that is no JSON object is left to the parser.
 /// (Checked on files only: the service's rows carry more keys.)
 fn refuse_unknown_keys(text: &str, path: Option<&Path>, known: &[&str]) -> Result<()> {
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else { return Ok(()) };
+    // Only the top-level keys are kept (the values are skipped, not built): a cheap first pass.
+    type Keys = std::collections::BTreeMap<String, serde::de::IgnoredAny>;
+    let Ok(map) = serde_json::from_str::<Keys>(text) else { return Ok(()) };
     match map.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err(ModelError::invalid(
             loc(path, None, Some(k)),
@@ -221,14 +223,23 @@ fn json_field_hint(e: &serde_json::Error) -> Option<String> {
     Some(rest[..end].to_string())
 }
 
+/// The stem of a profile file's name (the app name a CSV profile without a sidecar gets).
+fn stem_of(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// The sidecar beside a CSV profile `NAME.csv`: `NAME.meta.json`.
+pub fn sidecar_path(path: &Path) -> std::path::PathBuf {
+    path.with_file_name(format!("{}.meta.json", stem_of(path)))
+}
+
 /// Reads a profile file (CSV with optional `NAME.meta.json` sidecar, or JSON).
 pub fn read_profile(path: &Path) -> Result<AppProfile> {
     let text = read_file(path)?;
     match ProfileFormat::from_path(path)? {
         ProfileFormat::Json => parse_json(&text, Some(path)),
         ProfileFormat::Csv => {
-            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let meta_path = path.with_file_name(format!("{stem}.meta.json"));
+            let meta_path = sidecar_path(path);
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
                 refuse_unknown_keys(&t, Some(&meta_path), &["app", "recorded_on"])?;
@@ -239,7 +250,7 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
                     )
                 })?
             } else {
-                ProfileMeta { app: AppInfo { name: stem, ..Default::default() }, recorded_on: None }
+                ProfileMeta { app: AppInfo { name: stem_of(path), ..Default::default() }, recorded_on: None }
             };
             let mut p = parse_csv(&text, Some(path), meta.app)?;
             p.recorded_on = meta.recorded_on;
@@ -257,10 +268,9 @@ pub fn write_profile(p: &AppProfile, path: &Path) -> Result<()> {
         }
         ProfileFormat::Csv => {
             write_file_atomic(path, to_csv(p).as_bytes())?;
-            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             let meta = ProfileMeta { app: p.app.clone(), recorded_on: p.recorded_on.clone() };
             let text = serde_json::to_string_pretty(&meta).expect("metadata always serialises");
-            write_file_atomic(&path.with_file_name(format!("{stem}.meta.json")), text.as_bytes())
+            write_file_atomic(&sidecar_path(path), text.as_bytes())
         }
     }
 }

@@ -86,33 +86,35 @@ pub struct CheckpointMeta {
     pub selection: Option<crate::deeprm::Selection>,
 }
 
-/// The fields where encodings `have` and `want` differ, as `field: have (needed want)`; the
-/// whole encodings when they are of different kinds.
+/// The fields where encodings `have` and `want` differ, as `field: have (needed want)` (both
+/// serialise as one flat object tagged by `kind`, so another kind shows as `kind: ...`).
 fn encoding_differences(have: &Encoding, want: &Encoding) -> String {
     let (h, w) = (serde_json::to_value(have).unwrap_or_default(), serde_json::to_value(want).unwrap_or_default());
-    // Encodings serialise as {"kind": ..., "fields"...} or as one-key maps of their kind.
-    fn fields(v: &serde_json::Value) -> Option<&serde_json::Map<String, serde_json::Value>> {
-        let m = v.as_object()?;
-        match m.values().next() {
-            Some(serde_json::Value::Object(inner)) if m.len() == 1 => Some(inner),
-            _ => Some(m),
-        }
+    let empty = serde_json::Map::new();
+    let hf = h.as_object().unwrap_or(&empty);
+    let diffs: Vec<String> = w
+        .as_object()
+        .unwrap_or(&empty)
+        .iter()
+        .filter(|(k, v)| hf.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k}: {} (needed {v})", hf.get(k).map_or("absent".into(), |x| x.to_string())))
+        .collect();
+    diffs.join(", ")
+}
+
+/// Refuses a checkpoint (metadata at `meta_file`) whose encoding `have` is not `want`, naming
+/// the fields that differ.
+pub fn require_encoding(meta_file: &Path, have: &Encoding, want: &Encoding) -> Result<(), RlError> {
+    if have == want {
+        return Ok(());
     }
-    match (fields(&h), fields(&w)) {
-        (Some(hf), Some(wf)) if h.as_object().map(|m| m.keys().next()) == w.as_object().map(|m| m.keys().next()) => {
-            let diffs: Vec<String> = wf
-                .iter()
-                .filter(|(k, v)| hf.get(*k) != Some(*v))
-                .map(|(k, v)| format!("{k}: {} (needed {v})", hf.get(k).map_or("absent".into(), |x| x.to_string())))
-                .collect();
-            if diffs.is_empty() {
-                format!("{h} against {w}")
-            } else {
-                diffs.join(", ")
-            }
-        }
-        _ => format!("{h} against {w}"),
-    }
+    Err(RlError::EncodingMismatch {
+        path: meta_file.to_path_buf(),
+        message: format!(
+            "its state encoding differs from the one needed in {}; retrain or use matching options",
+            encoding_differences(have, want)
+        ),
+    })
 }
 
 /// The metadata path of a weights file: same name, extension `.json`.
@@ -216,15 +218,7 @@ pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(Po
         });
     }
     if let Some(want) = expected {
-        if &meta.encoding != want {
-            return Err(RlError::EncodingMismatch {
-                path: meta_file,
-                message: format!(
-                    "its state encoding differs from the one needed in {}; retrain or use matching options",
-                    encoding_differences(&meta.encoding, want)
-                ),
-            });
-        }
+        require_encoding(&meta_file, &meta.encoding, want)?;
     }
     let net =
         PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;

@@ -100,6 +100,11 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most training job sets per library a training draws (`train --jobsets`, the experiment's
+/// `training.jobsets`): far past the defaults (5 per library, 10 for `thesis`), and a bound on
+/// what is drawn before training starts.
+pub const MAX_TRAIN_JOBSETS: usize = 10_000;
+
 /// The most hidden layers, and the widest one, a network may have (`--hidden`): far past the
 /// shipped 32,16 and 20, and checked before any weight is allocated.
 pub const MAX_HIDDEN_LAYERS: usize = 16;

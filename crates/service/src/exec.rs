@@ -119,17 +119,22 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ServiceError + '_ {
     move |e| ServiceError::io(path, e)
 }
 
-/// The start time of a process (field 22 of `/proc/PID/stat`), or `None` when it is gone.
-pub fn process_start_ticks(pid: u32) -> Option<u64> {
+/// Field `n` (1-based, as proc(5) numbers them) of `/proc/PID/stat`, or `None` when the process
+/// is gone (a zombie too: it holds no resources and ignores signals).
+fn stat_field(pid: u32, n: usize) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': state is field 3, so starttime (22) is index 19; a zombie counts as gone.
+    // The command name may hold spaces and parentheses: fields start after the last ')', with
+    // the state (field 3).
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
     if fields.first() == Some(&"Z") {
         return None;
     }
-    fields.get(19)?.parse().ok()
+    fields.get(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// The start time of a process (field 22 of `/proc/PID/stat`), or `None` when it is gone.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    stat_field(pid, 22)
 }
 
 /// True when `pid` is alive and is the process that started at `start`.
@@ -137,30 +142,16 @@ pub fn same_process_alive(pid: u32, start: u64) -> bool {
     process_start_ticks(pid) == Some(start)
 }
 
-/// Sends `SIGTERM` to a process group, then `SIGKILL` after `grace` if its leader still runs.
+/// Ends process group `pid` (led by the process that started at `start`) in the background:
+/// [`end_group`] with `grace` between `SIGTERM` and `SIGKILL` (a cancel; an orphan found at
+/// restart).
 pub fn stop_group(pid: u32, start: u64, grace: Duration) {
-    use rustix::process::{kill_process_group, Pid, Signal};
-    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return };
-    if !same_process_alive(pid, start) {
-        return;
-    }
-    let _ = kill_process_group(p, Signal::TERM);
-    std::thread::spawn(move || {
-        std::thread::sleep(grace);
-        // Kill the group even if the leader is gone: children may still run in it.
-        let _ = kill_process_group(p, Signal::KILL);
-    });
+    std::thread::spawn(move || end_group(pid, start, 0, grace));
 }
 
-/// The process group of `pid` (field 5 of `/proc/PID/stat`), or `None` when it is gone (a
-/// zombie too: it holds no resources and ignores signals).
+/// The process group of `pid` (field 5 of `/proc/PID/stat`), or `None` when it is gone.
 fn process_group_of(pid: u32) -> Option<u32> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    if fields.first() == Some(&"Z") {
-        return None;
-    }
-    fields.get(2)?.parse().ok()
+    stat_field(pid, 5).and_then(|g| u32::try_from(g).ok())
 }
 
 /// The live processes of process group `pgid`, but `except`.
@@ -320,9 +311,12 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
             // The shim writes exit.json before it exits; without it, the shim itself died.
             read_exit(&dir).unwrap_or_else(ExitInfo::lost)
         };
-        // Whatever is left of the group (a direct job's children, a dead shim's job) ends with
-        // the attempt, before its GPU is given to another.
-        let _ = tokio::task::spawn_blocking(move || end_group(pid, pid_start, 0, LEFTOVER_GRACE)).await;
+        // Whatever is left of the group ends with the attempt, before its GPU is given to
+        // another: a direct job's children, or a dead shim's job (a shim that wrote its exit
+        // has ended its own group).
+        if direct || info.lost {
+            let _ = tokio::task::spawn_blocking(move || end_group(pid, pid_start, 0, LEFTOVER_GRACE)).await;
+        }
         info
     });
     Ok(Started { pid, pid_start, wait })
@@ -364,11 +358,6 @@ pub fn recover(attempt_dir: &Path) -> Result<Recovered, ServiceError> {
         }
         _ => Ok(read_exit(attempt_dir).map(Recovered::Ended).unwrap_or(Recovered::Lost)),
     }
-}
-
-/// Stops a direct-mode orphan (its status cannot be read once its parent died).
-pub fn stop_orphan(pid: u32, start: u64) {
-    stop_group(pid, start, Duration::from_secs(2));
 }
 
 /// Watches an adopted supervisor until it ends.

@@ -197,12 +197,7 @@ impl Service {
         cfg.data_dir = cfg.data_dir.canonicalize().map_err(|e| ServiceError::io(&cfg.data_dir, e))?;
         // Before the database: a second server must not touch it (or adopt the first's jobs).
         let lock = lock::DataDirLock::acquire(&cfg.data_dir)?;
-        let db = cfg.data_dir.join("dqngpu.sqlite");
-        // A database that cannot be opened (not SQLite, damaged) is named, and left as it is.
-        let store = store::Store::open(&db).map_err(|e| match e {
-            ServiceError::Db(e) => ServiceError::Config(format!("database {}: {e}", db.display())),
-            other => other,
-        })?;
+        let store = store::Store::open(&cfg.data_dir.join("dqngpu.sqlite"))?;
         let profiles = profiles::ProfileBook::new(&cfg.libraries, store.profiles()?);
         let (tx, rx) = mpsc::unbounded_channel();
         let core = Arc::new(Core {

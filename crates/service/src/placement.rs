@@ -173,8 +173,7 @@ impl Placer {
                     if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
                         // A direct-mode orphan (its status is unreadable), or the job of a shim
                         // that died: stopped, so that it never runs beside its re-run.
-                        exec::stop_orphan(pid, start);
-                        std::thread::spawn(move || exec::end_group(pid, start, 0, exec::LEFTOVER_GRACE));
+                        exec::stop_group(pid, start, exec::LEFTOVER_GRACE);
                     }
                     let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
                     let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });

@@ -194,6 +194,14 @@ fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
 impl Store {
     /// Opens (creating if needed) the database file and its schema.
     pub fn open(path: &Path) -> Result<Self> {
+        // A database that cannot be opened (not SQLite, damaged) is named, and left as it is.
+        Self::open_sqlite(path).map_err(|e| match e {
+            ServiceError::Db(e) => ServiceError::Config(format!("database {}: {e}", path.display())),
+            other => other,
+        })
+    }
+
+    fn open_sqlite(path: &Path) -> Result<Self> {
         let conn = Connection::open(path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;

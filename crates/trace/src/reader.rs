@@ -72,13 +72,13 @@ impl PodRow {
 
 /// Reads a node list from a file.
 pub fn read_nodes(path: &Path) -> Result<Vec<NodeRow>> {
-    let text = std::fs::read_to_string(path).map_err(|e| TraceError::io(path, e))?;
+    let text = dqngpu_model::error::read_file(path)?;
     parse_nodes(&text, &path.display().to_string())
 }
 
 /// Reads a pod list from a file.
 pub fn read_pods(path: &Path) -> Result<Vec<PodRow>> {
-    let text = std::fs::read_to_string(path).map_err(|e| TraceError::io(path, e))?;
+    let text = dqngpu_model::error::read_file(path)?;
     parse_pods(&text, &path.display().to_string())
 }
 
@@ -321,6 +321,9 @@ pub fn parse_pods(text: &str, file: &str) -> Result<Vec<PodRow>> {
             scheduled_time,
         });
     }
+    if out.is_empty() {
+        return Err(TraceError::invalid(file, 2, None, "the pod list has no pods (only a header?)"));
+    }
     Ok(out)
 }
 
@@ -366,6 +369,9 @@ mod tests {
         let e = err_of(&format!("{h}a,1,1,1,500,10,20,25\n"));
         assert!(e.contains("line 2") && e.contains("scheduled_time 25"), "{e}");
         assert_eq!(parse_pods(&format!("{h}a,1,1,1,500,10,10,10\n"), "ok.csv").unwrap().len(), 1);
+        // A header and no pod: named with the file, not left to a replay to find empty.
+        let e = err_of(h);
+        assert!(e.contains("bad.csv") && e.contains("no pods"), "{e}");
     }
 
     #[test]

@@ -246,9 +246,10 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
     let sets = deeprm::job_sets(&params, a.seed, a.jobsets);
     let mut rows: Vec<(String, deeprm::EvalResult)> = Vec::new();
     if let Some(path) = &a.model {
+        let (net, meta) = checkpoint::load(path, deeprm::AGENT, None)?;
         // The load and the episode length shape the workload, not the network: a model trained
         // at one load may be evaluated at another; every other setting must match.
-        let expected = match checkpoint::read_meta(path)?.encoding {
+        let expected = match &meta.encoding {
             Encoding::DeepRmClassic(m) => DeepRmParams {
                 new_job_rate: m.new_job_rate,
                 simu_len: m.simu_len,
@@ -257,7 +258,7 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
             },
             _ => params.clone(),
         };
-        let (net, _) = checkpoint::load(path, deeprm::AGENT, Some(&Encoding::DeepRmClassic(expected)))?;
+        checkpoint::require_encoding(&checkpoint::meta_path(path), &meta.encoding, &Encoding::DeepRmClassic(expected))?;
         rows.push(("deeprm".into(), deeprm::evaluate(&params, &sets, Scheduler::Net(&net), a.seed)?));
     }
     for b in [Baseline::TetrisStar { knob: a.tetris_knob }, Baseline::Sjf, Baseline::Packer, Baseline::Random] {

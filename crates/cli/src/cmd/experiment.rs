@@ -61,8 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             r.scheduler,
             r.mean_jct_s_mean,
             r.makespan_s_mean,
-            // One seed leaves no interval to compute.
-            if r.seeds < 2 { "-".to_string() } else { format!("{:.1}", r.makespan_s_ci95) },
+            r.ci(r.makespan_s_ci95).map_or("-".into(), |c| format!("{c:.1}")),
             r.slowed_over_10_pct_mean,
             r.avg_gpu_util_pct_mean,
             r.avg_gpu_mem_util_pct_mean

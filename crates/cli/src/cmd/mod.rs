@@ -108,13 +108,9 @@ pub fn parse_job_count(s: &str) -> Result<usize, String> {
     parse_count(s, dqngpu_sim::MAX_DRAWN_JOBS, "jobs")
 }
 
-/// The most training job sets `train --jobsets` takes: far past the defaults (5 per library,
-/// 10 for `thesis`), and a bound on what is drawn before training starts.
-const MAX_TRAIN_JOBSETS: usize = 10_000;
-
-/// Parses `train --jobsets`: 1 to [`MAX_TRAIN_JOBSETS`].
+/// Parses `train --jobsets`: 1 to [`dqngpu_rl::reinforce::MAX_TRAIN_JOBSETS`].
 pub fn parse_jobset_count(s: &str) -> Result<usize, String> {
-    parse_count(s, MAX_TRAIN_JOBSETS, "job sets")
+    parse_count(s, dqngpu_rl::reinforce::MAX_TRAIN_JOBSETS, "job sets")
 }
 
 /// Parses `--max-slowdown PCT|off`: a percentage >= 0 as a fraction, or `None` for `off`.

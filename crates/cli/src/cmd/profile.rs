@@ -93,10 +93,8 @@ struct OutArgs {
 
 /// Refuses a profile output `output` (with a CSV's `.meta.json` sidecar) that is the input.
 fn refuse_profile_over_input(output: &Path, input: (&str, &Path)) -> anyhow::Result<()> {
-    let stem = output.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let sidecar = output.with_file_name(format!("{stem}.meta.json"));
     super::refuse_output_over_input("-o", output, &[input])?;
-    super::refuse_output_over_input("-o's sidecar", &sidecar, &[input])
+    super::refuse_output_over_input("-o's sidecar", &dqngpu_model::format::sidecar_path(output), &[input])
 }
 
 impl OutArgs {

@@ -194,19 +194,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let libraries = if !args.library.is_empty() {
         args.library
     } else if !file_libraries.is_empty() {
-        // A directory named relative to the file is found beside it; built-in names as they are.
-        file_libraries
-            .into_iter()
-            .map(|l| {
-                let beside = from_file(cfg_path, PathBuf::from(&l));
-                let builtin = ["thesis", "lucid"].contains(&l.as_str()) || l.starts_with("generated:");
-                if !builtin && beside.is_dir() {
-                    beside.display().to_string()
-                } else {
-                    l
-                }
-            })
-            .collect()
+        // A directory named relative to the file is found beside it.
+        let dir = cfg_path.and_then(Path::parent).unwrap_or(Path::new(""));
+        file_libraries.iter().map(|l| dqngpu_model::library::named_in(dir, l)).collect()
     } else {
         vec!["thesis".into()]
     };

@@ -167,17 +167,6 @@ pub fn cluster(gpus: &str, file: Option<&Path>) -> anyhow::Result<ClusterSpec> {
     })
 }
 
-/// The library `name` a job file at `path` records: a directory named relative to the file is
-/// found beside it (the file may be read from anywhere); any other name is as written.
-fn beside(path: &Path, name: &str) -> String {
-    let dir = path.parent().unwrap_or(Path::new("")).join(name);
-    if Path::new(name).is_relative() && dir.is_dir() {
-        dir.display().to_string()
-    } else {
-        name.to_string()
-    }
-}
-
 /// The job set and app library the flags describe, with the workload's name.
 fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
     match &args.jobs {
@@ -185,8 +174,10 @@ fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
             let set = JobSet::read(path)?;
             let lib = match (&args.library, &set.library) {
                 (Some(name), _) => library::resolve(name)?,
-                (None, Some(name)) => library::resolve(&beside(path, name))
-                    .with_context(|| format!("the library job file {} names", path.display()))?,
+                (None, Some(name)) => {
+                    library::resolve(&library::named_in(path.parent().unwrap_or(Path::new("")), name))
+                        .with_context(|| format!("the library job file {} names", path.display()))?
+                }
                 (None, None) => library::resolve("thesis")?,
             };
             Ok((set, lib, path.display().to_string()))

@@ -31,26 +31,24 @@ fn shipped(path: &Path) -> PathBuf {
     }
 }
 
-/// What to say when the trace files are not found (a binary without its source tree).
-fn missing_hint(path: &Path) -> String {
-    format!(
+/// Reads a node or pod list with `read` from `path`, or from the shipped copy ([`shipped`]);
+/// where neither is there, says where the trace ships.
+fn read_list<T>(path: &Path, read: fn(&Path) -> Result<T, dqngpu_trace::TraceError>) -> anyhow::Result<T> {
+    let p = shipped(path);
+    anyhow::ensure!(
+        p.exists(),
         "{} is not there: the trace ships in the repository's {DATA_DIR}; run from the repository root or pass --nodes and --pods",
         path.display()
-    )
+    );
+    Ok(read(&p)?)
 }
 
 fn read_nodes(path: &Path) -> anyhow::Result<Vec<dqngpu_trace::reader::NodeRow>> {
-    let p = shipped(path);
-    anyhow::ensure!(p.exists(), missing_hint(path));
-    Ok(reader::read_nodes(&p)?)
+    read_list(path, reader::read_nodes)
 }
 
 fn read_pods(path: &Path) -> anyhow::Result<Vec<dqngpu_trace::reader::PodRow>> {
-    let p = shipped(path);
-    anyhow::ensure!(p.exists(), missing_hint(path));
-    let pods = reader::read_pods(&p)?;
-    anyhow::ensure!(!pods.is_empty(), "{}: the pod list has no pods (only a header?)", path.display());
-    Ok(pods)
+    read_list(path, reader::read_pods)
 }
 
 /// Arguments.

@@ -44,7 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut set = draw(&lib, class, args.jobs, args.seed, arrivals(args.arrival_rate))?;
     // A directory is recorded as a whole path, so the file names its library from anywhere.
     let dir = std::path::Path::new(&args.library);
-    if !["thesis", "lucid"].contains(&args.library.as_str()) && dir.is_dir() {
+    if !library::is_builtin(&args.library) && dir.is_dir() {
         if let Ok(whole) = dir.canonicalize() {
             set.library = Some(whole.display().to_string());
         }

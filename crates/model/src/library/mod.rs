@@ -28,6 +28,24 @@ pub const BUILTIN: [&str; 2] = ["thesis", "lucid"];
 /// The generated libraries' name forms, listed beside [`BUILTIN`] to users.
 pub const GENERATED_FORMS: [&str; 2] = ["generated:SEED", "generated:SEED:COUNT"];
 
+/// True when `name` names a built-in library (`thesis`, `lucid`, `generated:...`): [`resolve`]
+/// takes it as such even where a directory of that name exists.
+pub fn is_builtin(name: &str) -> bool {
+    BUILTIN.contains(&name) || matches!(generated::parse_name(name), Ok(Some(_)))
+}
+
+/// A library `name` as written in a file in folder `dir` (a job file, a config): a relative
+/// directory is found beside the file, so the file may be read from anywhere; a built-in name,
+/// or anything else, is as written.
+pub fn named_in(dir: &Path, name: &str) -> String {
+    let beside = dir.join(name);
+    if !is_builtin(name) && Path::new(name).is_relative() && beside.is_dir() {
+        beside.display().to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 /// Every library name form `resolve` accepts besides a directory, for error messages.
 pub fn valid_names() -> Vec<String> {
     BUILTIN.iter().chain(GENERATED_FORMS.iter()).map(|s| s.to_string()).collect()
@@ -125,5 +143,25 @@ pub fn resolve(name_or_dir: &str) -> Result<AppLibrary> {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_in_a_file_finds_its_folder_beside_it_but_never_shadows_a_built_in() {
+        let d = tempfile::tempdir().unwrap();
+        for sub in ["mine", "thesis", "generated:3"] {
+            std::fs::create_dir(d.path().join(sub)).unwrap();
+        }
+        assert_eq!(named_in(d.path(), "mine"), d.path().join("mine").display().to_string());
+        assert_eq!(named_in(d.path(), "thesis"), "thesis");
+        assert_eq!(named_in(d.path(), "generated:3"), "generated:3");
+        assert_eq!(named_in(d.path(), "absent"), "absent");
+        assert!(
+            is_builtin("lucid") && is_builtin("generated:3:8") && !is_builtin("generated:x") && !is_builtin("mine")
+        );
     }
 }
