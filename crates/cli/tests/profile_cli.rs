@@ -607,3 +607,16 @@ fn a_model_where_no_agent_runs_is_refused_saying_why() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("decision_latency") && !text(&o).contains("pass --model"), "{}", text(&o));
 }
+
+#[test]
+fn an_unknown_app_in_a_job_file_is_named_with_the_file_and_job() {
+    let d = test_dir("unknown-app");
+    let jobs = d.join("j.csv");
+    std::fs::write(&jobs, "id,app,submit_s\n0,vgg16,0\n7,nosuchapp,0\n").unwrap();
+    let o = dqngpu(&["simulate", "--scheduler", "sjf", "--jobs", jobs.to_str().unwrap()]);
+    let t = text(&o);
+    // A usage error (an unknown name) keeps its exit code and its list of valid names.
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("j.csv: job 7 (the job set's job 2 of 2)") && t.contains("nosuchapp"), "{t}");
+    assert!(t.contains("alexnet"), "{t}");
+}

@@ -110,6 +110,13 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
         import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
     assert_eq!((slow.profile.interval_s, slow.profile.samples.len()), (5.0, 10));
     assert_eq!(slow.profile.samples[0].pcie_mbps, 15.0);
+    // A step shorter than the microsecond the times are kept to blames the flag, not the log.
+    for dt in [1e-9, 1e5] {
+        let e = import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(dt), ..with_gpu(1) })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--interval-s") && !e.contains("timestamp"), "{e}");
+    }
 }
 
 #[test]

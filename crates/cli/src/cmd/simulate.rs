@@ -180,6 +180,12 @@ fn job_set(args: &Args) -> anyhow::Result<(JobSet, AppLibrary, String)> {
                 }
                 (None, None) => library::resolve("thesis")?,
             };
+            // Named here, where the file is known: the simulator would name the app alone.
+            for (i, job) in set.jobs.iter().enumerate() {
+                lib.get(&job.app).with_context(|| {
+                    format!("{}: job {} (the job set's job {} of {})", path.display(), job.id, i + 1, set.jobs.len())
+                })?;
+            }
             Ok((set, lib, path.display().to_string()))
         }
         None => {

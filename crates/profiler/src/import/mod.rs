@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use dqngpu_model::error::read_file;
+use dqngpu_model::profile::{MAX_INTERVAL_S, MIN_INTERVAL_S};
 use dqngpu_model::{AppInfo, AppProfile, Location, ModelError, RecordedOn, Resource};
 
 use crate::resample::{index_of, median_gap, resample, Observation, MAX_SAMPLES};
@@ -161,6 +162,17 @@ pub fn import_str(
             return Err(ModelError::invalid(
                 loc(None, None, Some("--interval-s")),
                 format!("must be a positive number of seconds, got {dt}"),
+            ));
+        }
+        // A profile's own range, checked here so that the flag is named rather than the log's
+        // times (a dmon log without a time column takes its times from the flag, and times
+        // are kept to the microsecond, so a shorter step would read as repeated times).
+        if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&dt) {
+            return Err(ModelError::invalid(
+                loc(None, None, Some("--interval-s")),
+                format!(
+                    "must be from {MIN_INTERVAL_S:e} s to {MAX_INTERVAL_S} s (a profile's sampling interval), got {dt}"
+                ),
             ));
         }
     }
