@@ -19,7 +19,7 @@ use dqngpu_model::{AppProfile, JobId};
 
 use crate::error::ApiError;
 use crate::exec;
-use crate::jobs::{AttemptRecord, JobRecord, JobState};
+use crate::jobs::{AttemptRecord, JobRecord, JobState, NewJob};
 use crate::placement::LoopMsg;
 use crate::profiles::ProfileSource;
 use crate::store::CancelOutcome;
@@ -60,11 +60,40 @@ pub fn app(state: AppState) -> Router {
                 message: format!("method {method} is not allowed on this route"),
             }
         })
+        .layer(middleware::from_fn(refuse_declared_oversize))
+        // The token is checked before anything about the body.
         .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        .layer(middleware::from_fn_with_state(timeout, time_limit))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Answers a request that runs past `limit` (a client that stalls sending its body) with 408
+/// and the JSON error body every other error has.
+async fn time_limit(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::Rejected {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!("the request took longer than {} s (its body was not sent in time?)", limit.as_secs_f64()),
+        }
+        .into_response(),
+    }
+}
+
+/// Refuses a body whose declared length is over [`MAX_BODY_BYTES`] at once (413), rather than
+/// waiting for it to arrive.
+async fn refuse_declared_oversize(req: Request, next: Next) -> Response {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return ApiError::Rejected {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("the body is {} bytes; at most {MAX_BODY_BYTES}", declared.unwrap_or_default()),
+        }
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// Checks the bearer token in constant time on every route but `/healthz`.
@@ -77,8 +106,10 @@ async fn auth(State(s): State<AppState>, req: Request, next: Next) -> Response {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
+        // The scheme's name is case-insensitive (RFC 9110, 11.1).
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t.trim_start_matches(' '));
     if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
         next.run(req).await
     } else {
@@ -109,16 +140,26 @@ async fn submit(
         }
         None => None,
     };
+    // A retry is answered with its job before the request is checked again: what the checks
+    // look at (the program on PATH, the profiles) may have changed since the job was queued.
+    if let Some(k) = key.as_deref() {
+        if let Some(rec) = s.core.store.job_by_key(k)? {
+            let sent = NewJob {
+                app: req.app,
+                command: req.command,
+                env: req.env,
+                input_size_mb: req.input_size_mb,
+                params: req.params,
+            };
+            same_request(&rec, &sent, k)?;
+            return Ok((StatusCode::OK, Json(Submitted { id: rec.id, state: rec.state })).into_response());
+        }
+    }
     let job = validate::submission(req)?;
     fits_a_gpu(&s, &job.app)?;
     let (rec, created) = s.core.store.insert_job(&job, key.as_deref(), unix_now())?;
-    // A key names one request: a retry sends the same body; another job must take another key.
-    if !created && rec.spec != job {
-        return Err(ApiError::Conflict(format!(
-            "header `Idempotency-Key`: `{}` was used for job {} with another request; a retry sends the same body, a new job takes a new key",
-            key.as_deref().unwrap_or_default(),
-            rec.id
-        )));
+    if !created {
+        same_request(&rec, &job, key.as_deref().unwrap_or_default())?;
     }
     let status = if created {
         s.core.metrics.submissions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -128,6 +169,17 @@ async fn submit(
         StatusCode::OK
     };
     Ok((status, Json(Submitted { id: rec.id, state: rec.state })).into_response())
+}
+
+/// A key names one request: a retry sends the same body; another job must take another key.
+fn same_request(rec: &JobRecord, sent: &NewJob, key: &str) -> Result<(), ApiError> {
+    if rec.spec == *sent {
+        return Ok(());
+    }
+    Err(ApiError::Conflict(format!(
+        "header `Idempotency-Key`: `{key}` was used for job {} with another request; a retry sends the same body, a new job takes a new key",
+        rec.id
+    )))
 }
 
 /// Most jobs in one batch.
@@ -284,7 +336,10 @@ async fn cancel(State(s): State<AppState>, id: Result<Path<JobId>, PathRejection
 }
 
 async fn cluster(State(s): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let snap = s.core.snapshot.read().map(|g| g.clone()).map_err(|_| crate::ServiceError::Poisoned)?;
+    let mut snap = s.core.snapshot.read().map(|g| g.clone()).map_err(|_| crate::ServiceError::Poisoned)?;
+    // Every job waiting now, from the store: the loop's own count stops at its window and
+    // dates from its last pass.
+    snap.queued = s.core.store.count_by_state()?.get(&JobState::Queued).copied().unwrap_or(0) as usize;
     Ok(Json(serde_json::to_value(snap).map_err(crate::ServiceError::from)?))
 }
 
@@ -309,10 +364,11 @@ async fn post_profile(
 ) -> Result<Response, ApiError> {
     let Json(p) = body?;
     validate::app_name(&p.app.name)?;
+    // A profile no GPU here can hold would leave every job of its app queued for ever: 422,
+    // measured against this server's GPUs, whatever else is wrong with it (its peak can pass
+    // the catalogue's largest card too).
+    too_big_here(&s, &p).map_err(|m| ApiError::Unprocessable(format!("profile: {m}")))?;
     p.validate().map_err(|e| ApiError::BadRequest(format!("profile: {e}")))?;
-    let largest = largest_gpu_mib(&s);
-    // A profile no GPU here can hold would leave every job of its app queued for ever.
-    p.check_fits_memory(largest).map_err(|e| ApiError::Unprocessable(format!("profile: {e}")))?;
     s.core.store.put_profile(&p, ProfileSource::Api.as_str(), unix_now())?;
     let name = p.app.name.clone();
     s.core.profiles.put(p, ProfileSource::Api);
@@ -325,11 +381,23 @@ fn largest_gpu_mib(s: &AppState) -> f64 {
     s.core.cfg.gpus.iter().map(|g| g.spec.memory_mib).fold(0.0, f64::max)
 }
 
+/// What is wrong when `p`'s peak memory is more than the largest GPU here has.
+fn too_big_here(s: &AppState, p: &AppProfile) -> Result<(), String> {
+    let (largest, (peak, i)) = (largest_gpu_mib(s), p.peak_mem());
+    if peak > largest {
+        return Err(format!(
+            "app `{}` needs {peak} MiB of GPU memory at its peak (sample {i}), more than the largest GPU here ({largest} MiB)",
+            p.app.name
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a job whose app's profile needs more memory than any GPU here has: no policy
 /// could place it, so it would wait for ever (the simulator refuses such a job set too).
 fn fits_a_gpu(s: &AppState, app: &str) -> Result<(), ApiError> {
     match s.core.profiles.get(app) {
-        Some(p) => p.check_fits_memory(largest_gpu_mib(s)).map_err(|e| ApiError::Unprocessable(e.to_string())),
+        Some(p) => too_big_here(s, &p).map_err(|m| ApiError::Unprocessable(format!("field `app`: {m}"))),
         None => Ok(()),
     }
 }

@@ -107,6 +107,7 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE => (*status, "payload_too_large"),
                 StatusCode::UNSUPPORTED_MEDIA_TYPE => (*status, "unsupported_media_type"),
                 StatusCode::METHOD_NOT_ALLOWED => (*status, "method_not_allowed"),
+                StatusCode::REQUEST_TIMEOUT => (*status, "request_timeout"),
                 s => (s, "invalid_body"),
             },
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -135,14 +136,16 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
     }
 }
 
+// A bad query string or path is a bad request like any other (`bad_request`), not a bad body:
+// the request may have none.
 impl From<axum::extract::rejection::QueryRejection> for ApiError {
     fn from(r: axum::extract::rejection::QueryRejection) -> Self {
-        ApiError::Rejected { status: StatusCode::BAD_REQUEST, message: r.body_text() }
+        ApiError::BadRequest(format!("query: {}", r.body_text()))
     }
 }
 
 impl From<axum::extract::rejection::PathRejection> for ApiError {
     fn from(r: axum::extract::rejection::PathRejection) -> Self {
-        ApiError::Rejected { status: StatusCode::BAD_REQUEST, message: r.body_text() }
+        ApiError::BadRequest(format!("path: {}", r.body_text()))
     }
 }

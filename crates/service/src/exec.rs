@@ -143,11 +143,15 @@ pub fn same_process_alive(pid: u32, start: u64) -> bool {
 }
 
 /// Ends process group `pid` (led by the process that started at `start`) in the background:
-/// [`end_group`] with `grace` between `SIGTERM` and `SIGKILL` (a cancel; an orphan found at
-/// restart).
-pub fn stop_group(pid: u32, start: u64, grace: Duration) {
-    std::thread::spawn(move || end_group(pid, start, 0, grace));
+/// [`end_group`] with `grace` between `SIGTERM` and `SIGKILL`, sparing `except` (a cancel,
+/// which spares the supervisor so that it outlives its job and records how it ended; an
+/// orphan found at restart, 0).
+pub fn stop_group(pid: u32, start: u64, except: u32, grace: Duration) {
+    std::thread::spawn(move || end_group(pid, start, except, grace));
 }
+
+/// How long a cancelled job gets between `SIGTERM` and `SIGKILL` (docs/SERVICE.md).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// The process group of `pid` (field 5 of `/proc/PID/stat`), or `None` when it is gone.
 fn process_group_of(pid: u32) -> Option<u32> {

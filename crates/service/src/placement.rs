@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
@@ -90,7 +90,8 @@ pub struct ClusterSnapshot {
     pub policy: String,
     /// The GPUs.
     pub gpus: Vec<GpuView>,
-    /// Jobs waiting, counted up to the loop's window (256 by default).
+    /// Jobs waiting: the loop counts up to its window (256 by default); `GET /v1/cluster`
+    /// answers with the store's count of every queued job.
     pub queued: usize,
 }
 
@@ -173,7 +174,7 @@ impl Placer {
                     if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
                         // A direct-mode orphan (its status is unreadable), or the job of a shim
                         // that died: stopped, so that it never runs beside its re-run.
-                        exec::stop_group(pid, start, exec::LEFTOVER_GRACE);
+                        exec::stop_group(pid, start, 0, exec::LEFTOVER_GRACE);
                     }
                     let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
                     let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
@@ -226,7 +227,11 @@ impl Placer {
         let r = match m {
             LoopMsg::Cancel(job) => {
                 if let Some(r) = self.running.get(&job) {
-                    exec::stop_group(r.pid, r.pid_start, Duration::from_secs(3));
+                    // A shim leads the group: spared, it waits out the job's grace and records
+                    // the job's end (signalled, it would die at once and its death would end
+                    // the group again, after the shorter leftover grace).
+                    let shim = matches!(self.core.cfg.supervisor, exec::Supervisor::Shim { .. });
+                    exec::stop_group(r.pid, r.pid_start, if shim { r.pid } else { 0 }, exec::CANCEL_GRACE);
                 }
                 Ok(())
             }
@@ -603,8 +608,9 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries:
         };
     }
     if let Some(e) = &exit.spawn_error {
-        // A program that cannot start will not start on a retry either.
-        return AttemptEnd { error: Some(e.clone()), ..base };
+        // A program that cannot start will not start on a retry either: failed at once, and
+        // counted as the failed attempt it is.
+        return AttemptEnd { error: Some(e.clone()), count_failure: true, ..base };
     }
     let failures = rec.failures + 1;
     if oom {

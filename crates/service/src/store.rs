@@ -249,6 +249,14 @@ impl Store {
         Ok(recs)
     }
 
+    /// The job queued under an idempotency key, if any.
+    pub fn job_by_key(&self, key: &str) -> Result<Option<JobRecord>> {
+        let conn = self.read()?;
+        Ok(conn
+            .query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE idempotency_key = ?1"), [key], job_from_row)
+            .optional()?)
+    }
+
     /// One job.
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>> {
         let conn = self.read()?;
@@ -259,6 +267,9 @@ impl Store {
 
     /// Jobs, oldest first, optionally of one state; at most `limit`, from id `after` on.
     pub fn jobs(&self, state: Option<JobState>, after: JobId, limit: usize) -> Result<Vec<JobRecord>> {
+        // Ids are SQLite integers (at most i64::MAX): none is greater than a larger `after`,
+        // which must not wrap to a negative one and list every job.
+        let Ok(after) = i64::try_from(after) else { return Ok(Vec::new()) };
         let conn = self.read()?;
         let lim = limit.min(i64::MAX as usize) as i64;
         let rows = match state {
@@ -266,14 +277,13 @@ impl Store {
                 let mut st = conn.prepare_cached(&format!(
                     "SELECT {JOB_COLS} FROM jobs WHERE state = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
                 ))?;
-                let v =
-                    st.query_map(params![s.as_str(), after as i64, lim], job_from_row)?.collect::<Result<_, _>>()?;
+                let v = st.query_map(params![s.as_str(), after, lim], job_from_row)?.collect::<Result<_, _>>()?;
                 v
             }
             None => {
                 let mut st =
                     conn.prepare_cached(&format!("SELECT {JOB_COLS} FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2"))?;
-                let v = st.query_map(params![after as i64, lim], job_from_row)?.collect::<Result<_, _>>()?;
+                let v = st.query_map(params![after, lim], job_from_row)?.collect::<Result<_, _>>()?;
                 v
             }
         };

@@ -109,7 +109,10 @@ pub fn submission(r: SubmitRequest) -> Result<NewJob, ApiError> {
         let mut chars = k.chars();
         let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
         if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') || k.len() > 128 {
-            return Err(bad(format!("field `env`: `{k}` is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)")));
+            return Err(bad(format!(
+                "field `env`: `{}` is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*, at most 128 characters)",
+                k.chars().take(64).collect::<String>()
+            )));
         }
         if reserved_env(k) {
             return Err(bad(format!("field `env`: `{k}` is set by the service and cannot be chosen")));

@@ -88,8 +88,8 @@ pub struct SubmitArgs {
     /// Extra environment variable for the job, `NAME=VALUE`; repeatable.
     #[arg(long = "env", value_parser = parse_env)]
     env: Vec<(String, String)>,
-    /// Input size, MB.
-    #[arg(long, allow_negative_numbers = true)]
+    /// Input size, MB (a number >= 0).
+    #[arg(long, value_parser = parse_input_size)]
     input_size_mb: Option<f64>,
     /// Input parameters (free text).
     #[arg(long)]
@@ -124,6 +124,15 @@ fn out(text: impl std::fmt::Display) -> anyhow::Result<()> {
     }
 }
 
+/// `--input-size-mb`: a finite number >= 0 (NaN would reach the server as JSON `null`, and the
+/// job would be queued without it).
+fn parse_input_size(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a number >= 0")),
+    }
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
 }
@@ -131,8 +140,8 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 /// `dqngpu jobs` arguments.
 #[derive(clap::Args, Debug)]
 pub struct JobsArgs {
-    /// Only jobs in this state (queued, running, succeeded, failed, cancelled).
-    #[arg(long)]
+    /// Only jobs in this state.
+    #[arg(long, value_parser = ["queued", "running", "succeeded", "failed", "cancelled"])]
     state: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
@@ -209,17 +218,26 @@ fn opt(v: &Value) -> String {
 
 /// `dqngpu jobs`.
 pub fn jobs(a: JobsArgs) -> anyhow::Result<()> {
-    let path = match &a.state {
-        Some(s) => format!("/v1/jobs?state={s}"),
-        None => "/v1/jobs".into(),
-    };
-    let v = a.conn.call("GET", &path, None, None)?;
+    // Every job, a page at a time (the API answers at most PAGE per request).
+    const PAGE: usize = 1000;
+    let state = a.state.as_deref().map(|s| format!("&state={s}")).unwrap_or_default();
+    let mut jobs: Vec<Value> = Vec::new();
+    loop {
+        let after = jobs.last().and_then(|j| j["id"].as_u64()).unwrap_or(0);
+        let v = a.conn.call("GET", &format!("/v1/jobs?limit={PAGE}&after={after}{state}"), None, None)?;
+        let page = v["jobs"].as_array().cloned().unwrap_or_default();
+        let last = page.len() < PAGE || page.last().and_then(|j| j["id"].as_u64()).is_none_or(|id| id <= after);
+        jobs.extend(page);
+        if last {
+            break;
+        }
+    }
     if a.format == Format::Json {
-        out(serde_json::to_string_pretty(&v["jobs"])?)?;
+        out(serde_json::to_string_pretty(&jobs)?)?;
         return Ok(());
     }
     let mut table = format!("{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}", "ID", "APP", "STATE", "GPU", "ATTEMPTS", "EXIT");
-    for j in v["jobs"].as_array().into_iter().flatten() {
+    for j in &jobs {
         table.push_str(&format!(
             "\n{:>8}  {:<20} {:<10} {:>4} {:>8} {:>5}",
             opt(&j["id"]),

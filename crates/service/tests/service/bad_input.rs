@@ -203,7 +203,13 @@ fn shared() -> Router {
     use std::sync::OnceLock;
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    let cfg = config(dir.path().join("data"), "titanxp:1");
+    router_without_loop(dir.path(), std::time::Duration::from_secs(5))
+}
+
+/// The Router of a service on `dir` whose placement loop is not running, with this request
+/// time limit.
+fn router_without_loop(dir: &std::path::Path, request_timeout: std::time::Duration) -> Router {
+    let cfg = config(dir.join("data"), "titanxp:1");
     let store = dqngpu_service::store::Store::open(&{
         std::fs::create_dir_all(&cfg.data_dir).unwrap();
         cfg.data_dir.join("dqngpu.sqlite")
@@ -220,11 +226,26 @@ fn shared() -> Router {
         tx,
         started_unix: 0.0,
     });
-    dqngpu_service::app(dqngpu_service::AppState {
-        core,
-        token: None,
-        request_timeout: std::time::Duration::from_secs(5),
-    })
+    dqngpu_service::app(dqngpu_service::AppState { core, token: None, request_timeout })
+}
+
+/// A body that never arrives is answered, after the time limit, with 408 and the JSON error
+/// body every error has (it was an empty body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_gets_a_json_408() {
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let r = router_without_loop(dir.path(), std::time::Duration::from_millis(200));
+    let never = futures_util::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let req = axum::http::Request::post("/v1/jobs")
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(never))
+        .unwrap();
+    let resp = r.oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::REQUEST_TIMEOUT);
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["error"]["code"], "request_timeout", "{v}");
 }
 
 /// A job no GPU here could hold would wait for ever: its profile is refused, and so is a job
@@ -253,4 +274,74 @@ async fn a_job_no_gpu_could_hold_is_refused_not_queued_for_ever() {
     let (_, v) = call(&r, "GET", "/v1/jobs", None, &[]).await;
     assert_eq!(v["jobs"].as_array().unwrap().len(), 0, "nothing was queued: {v}");
     svc.stop().await;
+}
+
+/// The second audit of the API against docs/openapi.yaml: a query or path that does not parse
+/// is a `bad_request`, an `after` past the largest id lists nothing (it wrapped to a negative
+/// id and listed every job), a declared oversize body is refused before it is sent, the
+/// bearer scheme is case-insensitive, a profile too big for this server's GPUs is a 422 that
+/// names this server's largest GPU, and a too-long env name says what its limit is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_paths_sizes_and_schemes_answer_as_the_spec_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "0123456789abcdef-secret";
+    let (svc, r) = start_with(config(dir.path().join("data"), "titanxp:1"), "tetris", Some(token));
+    let auth = format!("bearer {token}");
+    let h = [("authorization", auth.as_str())];
+    for uri in
+        ["/v1/jobs?limit=abc", "/v1/jobs?after=-1", "/v1/jobs?foo=1", "/v1/jobs/abc", "/v1/jobs/1/logs?attempt=x"]
+    {
+        let (s, v) = call(&r, "GET", uri, None, &h).await;
+        assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")), "{uri}: {v}");
+    }
+    let id = crate::util::submit_with(&r, "a", &["true"], &h).await;
+    for after in ["9223372036854775807", "9223372036854775808", "18446744073709551615"] {
+        let (s, v) = call(&r, "GET", &format!("/v1/jobs?after={after}"), None, &h).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["jobs"].as_array().map(Vec::len), Some(0), "after={after} lists job {id}: {v}");
+    }
+    let (s, v) = call(&r, "POST", "/v1/jobs", Some("{}"), &[h[0], ("content-length", "5000000")]).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")), "{v}");
+    // The token is still checked first.
+    let (s, _) = call(&r, "POST", "/v1/jobs", Some("{}"), &[("content-length", "5000000")]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // 200,000 MiB passes the catalogue's largest card too: still this server's 422.
+    for mib in [20_000.0, 200_000.0] {
+        let big = crate::util::profile_json("bigmem", mib, 50.0, 5);
+        let (s, v) = call(&r, "POST", "/v1/profiles", Some(&big), &h).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{mib}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("12288") && !msg.contains("143771"), "{msg}");
+    }
+    let long = "A".repeat(129);
+    let body = format!(r#"{{"app":"a","command":["true"],"env":{{"{long}":"x"}}}}"#);
+    let (s, v) = call(&r, "POST", "/v1/jobs", Some(&body), &h).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(v["error"]["message"].as_str().unwrap().contains("at most 128 characters"), "{v}");
+    svc.stop().await;
+}
+
+/// A retry with its key is answered with its job even where the request would now be refused
+/// (its program gone from PATH), and a key reused for another request is still a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_gets_its_job_even_when_its_program_has_gone() {
+    let t = start("titanxp:1", "tetris");
+    let bin = t.dir.path().join("prog");
+    std::fs::write(&bin, "#!/bin/sh\nsleep 30\n").unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let body = serde_json::json!({ "app": "a", "command": [bin.to_str().unwrap()] }).to_string();
+    let key = [("idempotency-key", "retry-1")];
+    let (s, v) = call(&t.router, "POST", "/v1/jobs", Some(&body), &key).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let id = v["id"].as_u64().unwrap();
+    std::fs::remove_file(&bin).unwrap();
+    let (s, v) = call(&t.router, "POST", "/v1/jobs", Some(&body), &key).await;
+    assert_eq!((s, v["id"].as_u64()), (StatusCode::OK, Some(id)), "{v}");
+    let other = serde_json::json!({ "app": "b", "command": [bin.to_str().unwrap()] }).to_string();
+    let (s, v) = call(&t.router, "POST", "/v1/jobs", Some(&other), &key).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    // Without the key the program is looked for again.
+    let (s, _) = call(&t.router, "POST", "/v1/jobs", Some(&body), &[]).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    t.service.stop().await;
 }

@@ -51,6 +51,8 @@ async fn program_that_cannot_start_fails_at_once() {
     let v = wait_final(&t.router, rec.id).await;
     assert_eq!(v["state"], "failed", "{v}");
     assert_eq!(v["attempts"], 1);
+    // Counted as the failed attempt it is (it was 0: a failed job with no failure).
+    assert_eq!(v["failures"], 1, "{v}");
     assert!(v["error"].as_str().unwrap().contains("cannot start"), "{v}");
     t.service.stop().await;
 }

@@ -68,8 +68,13 @@ pub async fn call(
 
 /// Submits a job; returns its id.
 pub async fn submit(router: &Router, app: &str, argv: &[&str]) -> u64 {
+    submit_with(router, app, argv, &[]).await
+}
+
+/// Submits a job with these headers; returns its id.
+pub async fn submit_with(router: &Router, app: &str, argv: &[&str], headers: &[(&str, &str)]) -> u64 {
     let body = serde_json::json!({ "app": app, "command": argv }).to_string();
-    let (s, v) = call(router, "POST", "/v1/jobs", Some(&body), &[]).await;
+    let (s, v) = call(router, "POST", "/v1/jobs", Some(&body), headers).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     v["id"].as_u64().unwrap()
 }
