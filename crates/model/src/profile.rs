@@ -142,6 +142,9 @@ pub const MAX_INTERVAL_S: f64 = 3600.0;
 /// The shortest sampling interval a profile may have: a microsecond, the resolution CSV
 /// profiles keep their times in (a shorter one is a typo, and makes a job of no length).
 pub const MIN_INTERVAL_S: f64 = 1e-6;
+
+/// How close to a sample boundary progress counts as on it, in samples (relative above one).
+const SAMPLE_SNAP: f64 = 1e-9;
 /// The longest a profiled job may run alone: 10^7 s, about 116 days (far past any training
 /// run in the data here; the longest built-in app runs 1,200 s). Simulations and the plan's
 /// look-ahead step through a job's whole profile.
@@ -177,14 +180,18 @@ impl AppProfile {
     /// The demand at progress time `progress_s` (clamped to the last sample).
     #[inline]
     pub fn demand_at(&self, progress_s: f64) -> &Resources {
-        let i = (progress_s / self.interval_s) as usize;
-        &self.samples[i.min(self.samples.len() - 1)]
+        &self.samples[self.sample_index(progress_s)]
     }
 
-    /// Index of the sample in force at `progress_s`.
+    /// Index of the sample in force at `progress_s`. Progress summed from `rate x dt` over
+    /// steps cut at arrivals and finishes lands a few ulps short of a sample boundary
+    /// (15.999999999999979 for 16): within a billionth of a sample of the boundary counts as
+    /// on it, or the job would run the earlier sample for a whole step and every later one a
+    /// step late, and never reach its last (often its memory peak).
     #[inline]
     pub fn sample_index(&self, progress_s: f64) -> usize {
-        ((progress_s / self.interval_s) as usize).min(self.samples.len() - 1)
+        let x = progress_s / self.interval_s;
+        ((x + SAMPLE_SNAP * (1.0 + x)) as usize).min(self.samples.len() - 1)
     }
 
     /// Mean, peak and duration.

@@ -1042,3 +1042,33 @@ fn a_slowdown_budget_holds_for_every_policy() {
     }
     assert!(slowed_without > 0, "without the budget some job should be slowed past it");
 }
+
+/// Progress summed over steps cut at arrivals lands a few ulps short of sample boundaries
+/// (15.999999999999979 for 16); the job must still run each sample in turn and reach its last.
+/// LAMMPS's last sample is its memory peak (8,499 MiB): every LAMMPS job that finishes shows it
+/// in the memory log (the audit's case: tetris, 40 random thesis jobs arriving, seed 7, where
+/// three LAMMPS jobs never reached it).
+#[test]
+fn every_finished_job_reaches_its_last_sample() {
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let lammps = lib.get("LAMMPS").unwrap();
+    let (n, last) = (lammps.samples.len(), lammps.samples[lammps.samples.len() - 1].gpu_mem_mib);
+    assert_ne!(last, lammps.samples[n - 2].gpu_mem_mib, "the test needs a last sample of its own");
+    let tetris = dqngpu_policy::by_name("tetris", 1).unwrap();
+    let mut checked = 0;
+    for seed in [7, 8, 9] {
+        let set = draw(&lib, WorkloadClass::Random, 40, seed, Arrivals::Poisson { rate_per_s: 0.05 }).unwrap();
+        let config = SimConfig { record_events: true, ..SimConfig::default() };
+        let model: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name("contention").unwrap());
+        let r = run(tetris.as_ref(), &titanxp(1), &lib, &set, model, config).unwrap();
+        for job in set.jobs.iter().filter(|j| j.app == "LAMMPS") {
+            let peaked = r.events.iter().any(|e| match e {
+                SimEvent::Memory { jobs, .. } => jobs.iter().any(|m| m.job == job.id && m.mem_mib == last),
+                _ => false,
+            });
+            assert!(peaked, "seed {seed}: LAMMPS job {} never reached its last sample ({last} MiB)", job.id);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no LAMMPS job drawn");
+}
