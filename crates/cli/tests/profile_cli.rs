@@ -620,3 +620,28 @@ fn an_unknown_app_in_a_job_file_is_named_with_the_file_and_job() {
     assert!(t.contains("j.csv: job 7 (the job set's job 2 of 2)") && t.contains("nosuchapp"), "{t}");
     assert!(t.contains("alexnet"), "{t}");
 }
+
+/// A CSV job set replays as its JSON does (library, class and seed kept), and `simulate`'s
+/// JSON states the settings that change its numbers, the job set's seed apart from `--seed`.
+#[test]
+fn a_csv_job_set_replays_with_its_provenance_and_the_output_states_its_settings() {
+    let d = test_dir("provenance");
+    let w = d.join("w.csv");
+    let w = w.to_str().unwrap();
+    ok(&["workload", "--class", "random", "--library", "generated:9:40", "--jobs", "10", "--seed", "6"]
+        .into_iter()
+        .chain(["--arrival-rate", "0.1", "-o", w])
+        .collect::<Vec<_>>());
+    let args = ["simulate", "--jobs", w, "--gpus", "2xtitanxp:2", "--scheduler", "sjf", "--seed", "5"];
+    let o = dqngpu(&[&args[..], &["--format", "json", "--max-slowdown", "10", "--step-s", "2"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["seed"].as_u64(), v["settings"]["seed_flag"].as_u64()), (Some(6), Some(5)), "{v}");
+    assert!(v["library"].as_str().unwrap().contains("generated:9"), "{v}");
+    assert_eq!(v["settings"]["gpu_models"].as_array().map(Vec::len), Some(4));
+    assert_eq!((v["settings"]["max_slowdown_pct"].as_f64(), v["settings"]["step_s"].as_f64()), (Some(10.0), Some(2.0)));
+    // A step longer than the profiles' interval skips samples: said on stderr.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("skipped"), "{}", text(&o));
+    let table = ok(&args);
+    assert!(table.contains("drawn with seed 6") && table.contains("--seed 5"), "{table}");
+}

@@ -105,6 +105,41 @@ pub struct JobSet {
     pub jobs: Vec<JobSpec>,
 }
 
+/// The provenance a job CSV's leading comment lines record (`# library: X`, `# class: C`,
+/// `# seed: N`, written by [`JobSet::to_csv`]); other comments are free text.
+type Provenance = (Option<String>, Option<WorkloadClass>, Option<u64>);
+
+fn csv_provenance(text: &str, path: Option<&Path>) -> Result<Provenance> {
+    let (mut library, mut class, mut seed) = (None, None, None);
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for (k, line) in body.lines().enumerate().take_while(|(_, l)| l.trim_start().starts_with('#')) {
+        let at = |field: &str| Location {
+            path: path.map(Path::to_path_buf),
+            line: Some(k as u64 + 1),
+            field: Some(field.to_string()),
+        };
+        let Some((key, value)) = line.trim_start().trim_start_matches('#').split_once(':') else { continue };
+        let value = value.trim();
+        match key.trim() {
+            "library" if !value.is_empty() => library = Some(value.to_string()),
+            "class" => {
+                class = Some(
+                    value
+                        .parse()
+                        .map_err(|_| ModelError::invalid(at("class"), format!("`{value}` is not a workload class")))?,
+                )
+            }
+            "seed" => {
+                seed = Some(value.parse().map_err(|_| {
+                    ModelError::invalid(at("seed"), format!("`{value}` is not a seed (a non-negative integer)"))
+                })?)
+            }
+            _ => {}
+        }
+    }
+    Ok((library, class, seed))
+}
+
 impl JobSet {
     /// A job set with no provenance.
     pub fn new(jobs: Vec<JobSpec>) -> Self {
@@ -169,6 +204,7 @@ impl JobSet {
             (_, None) => return Err(ModelError::invalid(at(Some(1), Some("app")), "missing column")),
         };
         let sub_c = col("submit_s");
+        let provenance = csv_provenance(text, path)?;
         let mut jobs = Vec::new();
         let mut lines = Vec::new();
         for rec in rdr.records() {
@@ -202,7 +238,8 @@ impl JobSet {
             lines.push(line);
             jobs.push(JobSpec { id, app, submit_s });
         }
-        let set = JobSet::new(jobs);
+        let (library, class, seed) = provenance;
+        let set = JobSet { library, class, seed, jobs };
         set.validate(path).map_err(|e| match e {
             // Point at the CSV line rather than the JSON-style index.
             ModelError::Invalid { at: a, message } => {
@@ -247,8 +284,21 @@ impl JobSet {
         }
     }
 
-    /// The CSV form (an app name with a comma or a quote is quoted, so it reads back).
+    /// The CSV form (an app name with a comma or a quote is quoted, so it reads back), after
+    /// `# library: ...`, `# class: ...` and `# seed: ...` comment lines for what is known, so
+    /// that a CSV replays as its JSON does.
     pub fn to_csv(&self) -> String {
+        let mut head = String::new();
+        let lines = [
+            ("library", self.library.clone()),
+            ("class", self.class.map(|c| c.name().to_string())),
+            ("seed", self.seed.map(|s| s.to_string())),
+        ];
+        for (key, value) in lines {
+            if let Some(v) = value.filter(|v| !v.contains(['\n', '\r'])) {
+                head.push_str(&format!("# {key}: {v}\n"));
+            }
+        }
         let mut w = csv::Writer::from_writer(Vec::new());
         let rows = std::iter::once(["id".to_string(), "app".into(), "submit_s".into()])
             .chain(self.jobs.iter().map(|j| [j.id.to_string(), j.app.clone(), j.submit_s.to_string()]));
@@ -256,7 +306,7 @@ impl JobSet {
             // Writing to memory cannot fail.
             let _ = w.write_record(&row);
         }
-        w.into_inner().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+        head + &w.into_inner().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     }
 
     /// Writes the set (`.csv` or JSON by extension), atomically.
@@ -282,6 +332,21 @@ mod tests {
         assert_eq!(JobSet::parse_csv(&set.to_csv(), None).unwrap(), set);
         let json = serde_json::to_string(&set).unwrap();
         assert_eq!(JobSet::parse_json(&json, None).unwrap(), set);
+    }
+
+    #[test]
+    fn a_csv_keeps_the_library_class_and_seed_as_json_does() {
+        let mut set = JobSet::parse_csv("id,app,submit_s\n0,gen9-19,0\n1,gen9-3,2.5\n", None).unwrap();
+        (set.library, set.class, set.seed) = (Some("generated:9:40".into()), Some(WorkloadClass::GpuHeavy), Some(6));
+        let text = set.to_csv();
+        assert!(text.starts_with("# library: generated:9:40\n# class: gpu_heavy\n# seed: 6\nid,app"), "{text}");
+        assert_eq!(JobSet::parse_csv(&text, None).unwrap(), set);
+        // Other comments are free text; a recorded seed that is no seed is named with its line.
+        let free = "# drawn by hand\n# note: none\nid,app\n0,vgg16\n";
+        assert_eq!(JobSet::parse_csv(free, None).unwrap().seed, None);
+        let e = JobSet::parse_csv("# library: thesis\n# seed: six\nid,app\n0,vgg16\n", Some(Path::new("j.csv")));
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("j.csv, line 2, field `seed`") && e.contains("six"), "{e}");
     }
 
     #[test]

@@ -358,10 +358,11 @@ impl Placer {
                 let model = &*self.core.cfg.budget_model;
                 let (kept, refused) =
                     dqngpu_sim::budget::within_budget(view.now_s, view.gpus, view.queue, &decision, model, b, 1.0);
-                if refused > 0 {
-                    self.core.metrics.budget_refusals.fetch_add(refused as u64, std::sync::atomic::Ordering::Relaxed);
+                if !refused.is_empty() {
+                    let n = refused.len();
+                    self.core.metrics.budget_refusals.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
                     let detail = format!(
-                        "{refused} group(s) of policy `{}` predicted to slow a job past the {:.0}% budget; they wait",
+                        "{n} group(s) of policy `{}` predicted to slow a job past the {:.0}% budget; they wait",
                         self.policy.name(),
                         b * 100.0
                     );

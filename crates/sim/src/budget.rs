@@ -184,7 +184,7 @@ fn alone_at_full_speed(job: &LoneJob<'_>, gpu: &GpuSpec, model: &dyn Interferenc
 
 /// The placements of `decision` that keep every job on their GPU within `max_slowdown`,
 /// checked in order (a later group on the same GPU is checked beside the earlier ones kept),
-/// and the number of groups refused. A group on an idle GPU alone is never refused for
+/// and the groups refused. A group on an idle GPU alone is never refused for
 /// slowdown (nothing slows it), so the budget cannot stall a cluster.
 pub fn within_budget(
     now_s: f64,
@@ -194,9 +194,9 @@ pub fn within_budget(
     model: &dyn Interference,
     max_slowdown: f64,
     step_s: f64,
-) -> (Vec<Placement>, usize) {
+) -> (Vec<Placement>, Vec<Placement>) {
     let mut kept: Vec<Placement> = Vec::with_capacity(decision.len());
-    let mut refused = 0;
+    let mut refused = Vec::new();
     for p in decision {
         if p.jobs.is_empty() {
             continue;
@@ -213,7 +213,7 @@ pub fn within_budget(
         if jobs.len() <= 1 || predict(&gpu.spec, model, &jobs, max_slowdown, slack_s, step_s).admitted {
             kept.push(p.clone());
         } else {
-            refused += 1;
+            refused.push(p.clone());
         }
     }
     (kept, refused)
@@ -286,16 +286,16 @@ mod tests {
         let queue = vec![queued(1, &heavy), queued(2, &light)];
         let d = vec![Placement { gpu: 0, jobs: vec![1] }];
         let (kept, refused) = within_budget(0.0, std::slice::from_ref(&g), &queue, &d, &model, 0.10, 1.0);
-        assert!(kept.is_empty() && refused == 1, "{kept:?}");
+        assert!(kept.is_empty() && refused == d, "{kept:?}");
         // Two light jobs on an idle GPU: 0.1841 x 0.3 x 0.3 = 1.7% each, within 10%.
         g.running.clear();
         let two_light = vec![Placement { gpu: 0, jobs: vec![2] }, Placement { gpu: 0, jobs: vec![3] }];
         let queue = vec![queued(2, &light), queued(3, &light)];
         let (kept, refused) = within_budget(0.0, std::slice::from_ref(&g), &queue, &two_light, &model, 0.10, 1.0);
-        assert_eq!((kept.len(), refused), (2, 0));
+        assert_eq!((kept.len(), refused.len()), (2, 0));
         // ... but not within 1%: the second group is checked beside the first one kept.
         let (kept, refused) = within_budget(0.0, std::slice::from_ref(&g), &queue, &two_light, &model, 0.01, 1.0);
-        assert_eq!((kept.len(), refused), (1, 1));
+        assert_eq!((kept.len(), refused.len()), (1, 1));
         // A lone job on an idle GPU is never refused, whatever the budget.
         let (kept, _) = within_budget(0.0, std::slice::from_ref(&g), &queue, &two_light[..1], &model, 0.0, 1.0);
         assert_eq!(kept.len(), 1);

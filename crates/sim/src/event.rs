@@ -51,6 +51,26 @@ pub enum SimEvent {
         /// GPU index.
         gpu: usize,
     },
+    /// The slowdown budget refused a group the policy placed: predicted to slow a job on the
+    /// GPU past the budget, its jobs wait (counted in `budget_refusals`).
+    Refused {
+        /// Time, s.
+        t_s: f64,
+        /// GPU index.
+        gpu: usize,
+        /// The group's jobs.
+        jobs: Vec<JobId>,
+    },
+    /// A group the policy placed was dropped: one of its jobs alone needs more memory at its
+    /// peak than the GPU has (counted in `unfit_drops`).
+    Unfit {
+        /// Time, s.
+        t_s: f64,
+        /// GPU index.
+        gpu: usize,
+        /// The group's jobs.
+        jobs: Vec<JobId>,
+    },
     /// A job was killed for lack of GPU memory; it lost its progress and went back to the queue.
     Oom {
         /// Time, s.
@@ -100,6 +120,8 @@ impl SimEvent {
             SimEvent::Arrival { t_s, .. }
             | SimEvent::Start { t_s, .. }
             | SimEvent::Liveness { t_s, .. }
+            | SimEvent::Refused { t_s, .. }
+            | SimEvent::Unfit { t_s, .. }
             | SimEvent::Oom { t_s, .. }
             | SimEvent::Finish { t_s, .. }
             | SimEvent::Memory { t_s, .. } => *t_s,

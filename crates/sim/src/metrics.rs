@@ -138,6 +138,10 @@ pub struct SimResult {
     /// Groups the slowdown budget kept from starting ([`SimConfig::max_slowdown`](crate::SimConfig)).
     #[serde(default)]
     pub budget_refusals: u64,
+    /// Groups dropped because one of their jobs alone needs more memory at its peak than the
+    /// GPU has: they could only be killed out of memory, again and again.
+    #[serde(default)]
+    pub unfit_drops: u64,
     /// Per-job outcomes, in job-set order.
     pub jobs: Vec<JobRecord>,
     /// The event log (empty unless recording was asked for).

@@ -703,7 +703,10 @@ fn check_memory_from_log(
                     unrecorded_start[*gpu] = None;
                 }
             }
-            SimEvent::Arrival { .. } | SimEvent::Liveness { .. } => {}
+            SimEvent::Arrival { .. }
+            | SimEvent::Liveness { .. }
+            | SimEvent::Refused { .. }
+            | SimEvent::Unfit { .. } => {}
         }
         let ok = unrecorded_start.iter().all(|s| s.is_none_or(|t| t == e.t_s()));
         ensure!(ok, "a start was not followed by a memory record at its time (next event {e:?})");
@@ -1015,7 +1018,7 @@ fn a_slowdown_budget_holds_for_every_policy() {
     let lib = dqngpu_model::library::resolve("thesis").unwrap();
     let model: Arc<dyn Interference> = Arc::new(dqngpu_interference::Contention::default());
     let budget = 0.10;
-    let mut slowed_without = 0;
+    let (mut slowed_without, mut refusals) = (0, 0);
     for class in dqngpu_model::WorkloadClass::ALL {
         let cases = [
             (3, 1, Arrivals::AllAtZero),
@@ -1028,9 +1031,13 @@ fn a_slowdown_budget_holds_for_every_policy() {
             let set = draw(&lib, class, 20, seed, arrivals).unwrap();
             for name in ["bestfit", "sjf-bestfit", "greedy", "tetris", "lucid", "random"] {
                 let policy = dqngpu_policy::by_name(name, seed).unwrap();
-                let with = SimConfig { max_slowdown: Some(budget), ..SimConfig::default() };
+                let with = SimConfig { max_slowdown: Some(budget), record_events: true, ..SimConfig::default() };
                 let r = run(policy.as_ref(), &cluster, &lib, &set, model.clone(), with).unwrap();
                 assert!(r.completed, "{name} {class:?}");
+                // Every refusal counted is in the log, where a reader can check it.
+                let logged = r.events.iter().filter(|e| matches!(e, SimEvent::Refused { .. })).count() as u64;
+                assert_eq!(logged, r.budget_refusals, "{name} {class:?} seed {seed}");
+                refusals += logged;
                 for j in &r.jobs {
                     let s = j.exec_slowdown.unwrap();
                     assert!(s <= 1.0 + budget + 1e-6, "{name} {class:?} seed {seed}: job {} slowed {s}", j.id);
@@ -1041,6 +1048,7 @@ fn a_slowdown_budget_holds_for_every_policy() {
         }
     }
     assert!(slowed_without > 0, "without the budget some job should be slowed past it");
+    assert!(refusals > 0, "the budget should refuse some group");
 }
 
 /// Progress summed over steps cut at arrivals lands a few ulps short of sample boundaries
@@ -1071,4 +1079,38 @@ fn every_finished_job_reaches_its_last_sample() {
         }
     }
     assert!(checked > 0, "no LAMMPS job drawn");
+}
+
+/// Places the oldest waiting job on GPU 0 whenever GPU 0 is idle, whatever its memory (as
+/// DeepRM Mean does when a job's mean memory fits and its peak does not).
+struct OnGpuZero;
+impl Policy for OnGpuZero {
+    fn name(&self) -> &str {
+        "test-on-gpu-zero"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        match (view.gpus[0].is_idle(), view.queue.first()) {
+            (true, Some(q)) => vec![Placement { gpu: 0, jobs: vec![q.id] }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A group with a job whose peak alone is more than its GPU has would be killed out of memory
+/// for ever (the audit's DeepRM Mean on `m60:3,titanxp:1` aborted after 100 kills): it is
+/// dropped, counted and logged, and the job starts where it fits.
+#[test]
+fn a_job_placed_where_it_can_never_fit_is_dropped_and_runs_where_it_fits() {
+    let lib = library(vec![steady("big", 10, 50.0, 10_000.0), steady("small", 5, 50.0, 1_000.0)]);
+    let set = jobs(&[("big", 0.0), ("small", 0.0)]);
+    let cluster = ClusterSpec::parse_gpus("m60:1,titanxp:1").unwrap();
+    assert!(cluster.gpus()[0].spec.memory_mib < 10_000.0 && cluster.gpus()[1].spec.memory_mib > 10_000.0);
+    let config = SimConfig { record_events: true, ..SimConfig::default() };
+    let r = run(&OnGpuZero, &cluster, &lib, &set, Arc::new(NoInterference), config).unwrap();
+    assert!(r.completed && r.oom_kills == 0, "{r:?}");
+    assert!(r.unfit_drops > 0);
+    let logged = r.events.iter().filter(|e| matches!(e, SimEvent::Unfit { gpu: 0, .. })).count() as u64;
+    assert_eq!(logged, r.unfit_drops);
+    let big = r.jobs.iter().find(|j| j.app == "big").unwrap();
+    assert_eq!(big.gpu, Some(1), "{big:?}");
 }

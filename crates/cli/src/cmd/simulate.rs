@@ -102,16 +102,49 @@ impl From<Trigger> for TickTrigger {
 pub struct Report {
     /// The workload class, or the job file.
     pub workload: String,
-    /// The seed the workload was drawn with (a job file's recorded seed, else `--seed`, which
-    /// also seeds the `random` scheduler).
-    pub seed: u64,
+    /// The seed the job set was drawn with: `--seed` for a drawn set, a job file's recorded
+    /// seed, `null` for a file that records none.
+    pub seed: Option<u64>,
     /// App library.
     pub library: String,
     /// Number of GPUs.
     pub gpus: usize,
+    /// Every other setting that changes the results, so that a file says how to reproduce it.
+    pub settings: Settings,
     /// The metrics and per-job records.
     #[serde(flatten)]
     pub result: SimResult,
+}
+
+/// The run's settings beyond the workload, library and GPU count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// `--seed`: it draws the workload (unless read from a file) and seeds the `random` scheduler.
+    pub seed_flag: u64,
+    /// The job file, when the set was read from one.
+    pub jobs_file: Option<String>,
+    /// The cluster: the `--gpus` spec, or the `--cluster` file.
+    pub cluster: String,
+    /// Its GPUs' models, in index order.
+    pub gpu_models: Vec<String>,
+    /// Poisson arrivals (jobs/s) of a drawn set; `null`: all at t = 0 (or the file's times).
+    pub arrival_rate: Option<f64>,
+    /// The slowdown budget, percent; `null`: off.
+    pub max_slowdown_pct: Option<f64>,
+    /// Interference model.
+    pub interference: String,
+    /// Simulation step, s.
+    pub step_s: f64,
+    /// Decision tick, s.
+    pub decision_tick_s: f64,
+    /// What makes the tick ask.
+    pub tick_trigger: String,
+    /// The agent's checkpoint, if any.
+    pub model: Option<String>,
+    /// dqngpu-plan's rows and guard, when set.
+    pub plan_rows: Option<usize>,
+    /// dqngpu-plan's guard weight, when set.
+    pub plan_guard: Option<f64>,
 }
 
 /// `--scheduler`: one scheduler, or `all` (every heuristic; agents need `--model`).
@@ -236,6 +269,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_slowdown,
         ..SimConfig::default()
     };
+    let settings = Settings {
+        seed_flag: args.seed,
+        jobs_file: args.jobs.as_ref().map(|p| p.display().to_string()),
+        cluster: args.cluster.as_ref().map_or_else(|| args.gpus.clone(), |p| p.display().to_string()),
+        gpu_models: cluster.gpus().iter().map(|g| g.spec.name.clone()).collect(),
+        arrival_rate: args.arrival_rate,
+        max_slowdown_pct: max_slowdown.map(|f| f * 100.0),
+        interference: args.interference.clone(),
+        step_s: config.step_s,
+        decision_tick_s: config.decision_tick_s,
+        tick_trigger: clap::ValueEnum::to_possible_value(&args.tick_trigger)
+            .map_or_else(String::new, |v| v.get_name().to_string()),
+        model: args.model.as_ref().map(|p| p.display().to_string()),
+        plan_rows: plan.map(|p| p.top_k),
+        plan_guard: plan.map(|p| p.makespan_guard),
+    };
+    warn_on_skipped_samples(config.step_s, &lib, &set);
     let mut reports = Vec::with_capacity(policies.len());
     let mut log = String::new();
     for policy in &policies {
@@ -251,9 +301,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         reports.push(Report {
             workload: workload.clone(),
-            seed: set.seed.unwrap_or(args.seed),
+            seed: if args.jobs.is_some() { set.seed } else { Some(args.seed) },
             library: lib.name.clone(),
             gpus: cluster.gpus().len(),
+            settings: settings.clone(),
             result,
         });
     }
@@ -268,18 +319,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Warns when a step is longer than some job's profile interval: a step charges the sample in
+/// force at its start, so samples in between are skipped (docs/SIMULATOR.md).
+fn warn_on_skipped_samples(step_s: f64, lib: &AppLibrary, set: &JobSet) {
+    let shortest =
+        set.jobs.iter().filter_map(|j| lib.get(&j.app).ok()).map(|p| p.interval_s).fold(f64::INFINITY, f64::min);
+    if step_s > shortest * (1.0 + 1e-9) {
+        eprintln!(
+            "warning: --step-s {step_s} is longer than the shortest profile interval ({shortest} s): each step runs the sample in force at its start, so samples in between are skipped"
+        );
+    }
+}
+
 /// The human-readable summary.
 fn table(reports: &[Report], interference: &str) -> String {
     let mut s = String::new();
     if let Some(r) = reports.first() {
+        let st = &r.settings;
+        let seed = match (r.seed, &st.jobs_file) {
+            (Some(seed), None) => format!("seed {seed}"),
+            (Some(seed), Some(_)) => format!("drawn with seed {seed}"),
+            (None, _) => "seed not recorded".into(),
+        };
+        let arrivals = st.arrival_rate.map_or_else(|| "as given".to_string(), |r| format!("Poisson {r}/s"));
+        let budget = st.max_slowdown_pct.map_or_else(|| "off".to_string(), |b| format!("{b}%"));
         s.push_str(&format!(
-            "workload {} ({} jobs, seed {}), library {}, {} GPU(s), interference {interference}\n\
+            "workload {} ({} jobs, {seed}), library {}, {} GPU(s) ({}), interference {interference}\n\
+             arrivals {arrivals}, max slowdown {budget}, step {} s, decision tick {} s ({}), --seed {}{}\n\
              mean-JCT lower bound {:.1} s (docs/SIMULATOR.md; jct/bnd: mean JCT over it); bound_s is the makespan's\n",
             r.workload,
             r.result.jobs.len(),
-            r.seed,
             r.library,
             r.gpus,
+            st.cluster,
+            st.step_s,
+            st.decision_tick_s,
+            st.tick_trigger,
+            st.seed_flag,
+            st.model.as_ref().map(|m| format!(", model {m}")).unwrap_or_default(),
             r.result.jct_lower_bound_s
         ));
     }
