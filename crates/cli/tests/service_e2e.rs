@@ -458,3 +458,28 @@ fn a_cancel_signals_the_job_once_and_the_client_lists_every_job() {
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--input-size-mb"));
 }
+
+/// A bad setting in serve's config file is named by its file and field, not by a flag the
+/// user never gave; an unknown name there stays a usage error (exit 2).
+#[test]
+fn a_bad_config_setting_is_named_by_file_and_field() {
+    let dir = test_dir("config-fields");
+    for (text, field, code) in [
+        ("max_slowdown = \"abc\"\n", "field `max_slowdown`", 1),
+        ("gpus = \"titanxpp:1\"\n", "field `gpus`", 2),
+        ("interference = \"nosuch\"\n", "field `interference`", 2),
+    ] {
+        let cfg = dir.join("serve.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let o = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{text}: {err}");
+        assert!(err.contains("serve.toml") && err.contains(field) && !err.contains("--"), "{text}: {err}");
+    }
+}

@@ -149,6 +149,27 @@ fn seed_worker_and_run_counts_out_of_range_are_refused() {
     }
 }
 
+/// `trace train` settings that would train on nothing or on no numbers are refused naming
+/// the flag, and nothing is written (`--sigma nan` wrote weights "from sigma NaN").
+#[test]
+fn trace_train_settings_that_learn_nothing_are_refused() {
+    let d = test_dir("train-flags");
+    let out = d.join("w.json");
+    for (flag, value) in
+        [("--sigma", "nan"), ("--sigma", "0"), ("--step", "-1"), ("--sequences", "0"), ("--pairs", "0")]
+    {
+        let o = Command::new(BIN)
+            .args(["trace", "train", "--iterations", "1", "--validation", "0", flag, value, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+        assert!(!out.exists(), "{flag} {value} wrote weights");
+    }
+}
+
 #[test]
 fn the_shipped_trace_is_found_from_any_working_directory() {
     let d = test_dir("cwd");

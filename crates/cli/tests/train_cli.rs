@@ -101,6 +101,12 @@ fn scheduler_names_ignore_case_with_a_model() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("nosuch") && err.contains("tetris") && err.contains("deeprm-max"), "{err}");
+    // The plan searches with a scorer: the thesis's agent is named in words, not as a Rust
+    // structure, with the command that makes what is needed.
+    let o = simulate(&["--scheduler", "dqngpu-plan"], &m);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("dqngpu train -o MODEL"), "{err}");
+    assert!(err.contains("--algorithm thesis --agent dqngpu") && !err.contains("GpuEncoding"), "{err}");
 }
 
 /// A job count of 0, past the cap or not a number is refused by every command that draws

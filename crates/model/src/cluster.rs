@@ -176,7 +176,7 @@ impl ClusterSpec {
         for (i, n) in f.nodes.iter().enumerate() {
             let spec = match f.gpu_models.iter().find(|g| g.key == n.model) {
                 Some(g) => g.clone(),
-                None => gpu::lookup(&n.model)?,
+                None => gpu::lookup(&n.model).map_err(|e| e.at(at(Some(&format!("nodes[{i}].model")), None)))?,
             };
             total = add_gpus(total, n.count, n.gpus).ok_or_else(|| {
                 ModelError::invalid(
@@ -256,6 +256,14 @@ mod tests {
         assert_eq!(c.max_gpu_memory_mib(), 81920.0);
         let e = ClusterSpec::from_toml("[[nodes]]\nmodel='titanxp'\nbogus=1\n", Some(Path::new("c.toml"))).unwrap_err();
         assert!(e.to_string().contains("c.toml"), "{e}");
+        // An unknown model is named with its file and field, and stays a usage error.
+        let e = ClusterSpec::from_toml("[[nodes]]\nmodel='titanxpp'\n", Some(Path::new("c.toml"))).unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("c.toml, field `nodes[0].model`") && e.contains("titanxpp") && e.contains("titanxp,"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -66,6 +66,14 @@ pub enum ModelError {
         /// What is wrong with it, and what would be accepted.
         problem: String,
     },
+    /// An error of a name given in a file, with where (a cluster file's `nodes[0].model`).
+    #[error("{at}: {inner}")]
+    At {
+        /// Where.
+        at: Location,
+        /// The error, itself a usage error where it is one.
+        inner: Box<ModelError>,
+    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -85,7 +93,16 @@ impl ModelError {
 
     /// True for errors a user fixes by choosing a valid name (CLI exit code 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, ModelError::UnknownName { .. } | ModelError::BadName { .. })
+        match self {
+            ModelError::UnknownName { .. } | ModelError::BadName { .. } => true,
+            ModelError::At { inner, .. } => inner.is_usage(),
+            _ => false,
+        }
+    }
+
+    /// This error, said to be at `at` (a name read from a file).
+    pub fn at(self, at: Location) -> Self {
+        ModelError::At { at, inner: Box::new(self) }
     }
 
     /// Attaches a path to an error that lacks one.

@@ -29,6 +29,19 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// What a checkpoint of this encoding is, in a user's words (for mismatch errors).
+    pub fn describe(&self) -> String {
+        match self {
+            Encoding::DeepRmClassic(_) => "a DeepRM agent of DeepRM's own environment (`dqngpu deeprm train`)".into(),
+            Encoding::Gpu(g) => format!(
+                "the thesis's image agent `{}` (`dqngpu train --algorithm thesis --agent {}`)",
+                g.agent.name(),
+                g.agent.name()
+            ),
+            Encoding::Scorer(s) => format!("a scorer with {} features (`dqngpu train`)", s.features),
+        }
+    }
+
     /// Observation length.
     pub fn obs_len(&self) -> usize {
         match self {

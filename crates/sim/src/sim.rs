@@ -1049,10 +1049,18 @@ impl Simulator {
     }
 }
 
-/// Refuses a step or decision tick that is not a positive number of seconds.
+/// The shortest simulation step, s.
+pub const MIN_STEP_S: f64 = 1e-3;
+
+/// Refuses a step shorter than [`MIN_STEP_S`] or a decision tick that is not a positive
+/// number of seconds.
 fn check_config(config: &SimConfig) -> Result<(), SimError> {
-    if !(config.step_s.is_finite() && config.step_s > 0.0) {
-        return Err(SimError::Config(format!("step_s must be a positive number of seconds, got {}", config.step_s)));
+    // Below a millisecond a run of hours takes billions of steps: it would seem to hang.
+    if !(config.step_s.is_finite() && config.step_s >= MIN_STEP_S) {
+        return Err(SimError::Config(format!(
+            "step_s must be a number of seconds >= {MIN_STEP_S}, got {}",
+            config.step_s
+        )));
     }
     if !(config.decision_tick_s.is_finite() && config.decision_tick_s > 0.0) {
         return Err(SimError::Config(format!(

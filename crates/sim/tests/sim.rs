@@ -432,11 +432,14 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(e.is_usage() && e.to_string().contains("nosuch") && e.to_string().contains("huge"), "{e}");
     let e = simulate(&TestSjf, &lib, &jobs(&[("huge", 0.0)]), 1, Arc::new(NoInterference)).unwrap_err();
     assert!(!e.is_usage() && e.to_string().contains("gpu_mem_mib") && e.to_string().contains("20000"), "{e}");
+    // A step below a millisecond would seem to hang (1e-9 s: billions of steps per run).
+    for step_s in [1e-9, 0.0] {
+        let config = SimConfig { step_s, ..SimConfig::default() };
+        let e =
+            Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), config).err().unwrap();
+        assert!(matches!(e, SimError::Config(_)), "{e}");
+    }
     let config = SimConfig { step_s: 0.0, ..SimConfig::default() };
-    let e = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), config.clone())
-        .err()
-        .unwrap();
-    assert!(matches!(e, SimError::Config(_)), "{e}");
     // A simulation from a view: the same checks, and a view it cannot hold is refused by name.
     let sim = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), SimConfig::default())
         .unwrap();

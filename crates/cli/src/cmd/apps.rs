@@ -9,7 +9,8 @@ use super::Format;
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Library: `thesis`, `lucid` (built in, from data/lucid/), or a directory of profile files.
+    /// Library: `thesis`, `lucid` (built in, from data/lucid/), `generated:SEED[:COUNT]`, or a
+    /// directory of profile files.
     #[arg(long, default_value = "thesis")]
     pub library: String,
     /// Output format.

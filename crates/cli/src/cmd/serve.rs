@@ -204,13 +204,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|l| dqngpu_model::library::resolve(l).with_context(|| format!("--library {l}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Where a setting came from, for its errors: the flag, or the file's field.
+    let origin = |flag: &str, field: &str, by_flag: bool| match cfg_path {
+        Some(p) if !by_flag => format!("{}, field `{field}`", p.display()),
+        _ => flag.to_string(),
+    };
+    let slowdown_by_flag = args.max_slowdown.is_some();
     let max_slowdown = match args.max_slowdown.or(file.max_slowdown.map(NumberOrText::into_text)) {
-        Some(s) => super::parse_max_slowdown(&s)?,
+        Some(s) => super::parse_max_slowdown(&s).map_err(|e| {
+            let why = e.to_string();
+            let why = why.trim_start_matches("--max-slowdown: ").to_string();
+            anyhow::anyhow!("{}: {why}", origin("--max-slowdown", "max_slowdown", slowdown_by_flag))
+        })?,
         None => None,
     };
+    let interference_by_flag = args.interference.is_some();
     let name = args.interference.or(file.interference).unwrap_or_else(|| dqngpu_interference::DEFAULT_MODEL.into());
-    let budget_model: Arc<dyn dqngpu_interference::Interference> =
-        Arc::from(dqngpu_interference::by_name(&name).context("--interference")?);
+    let budget_model: Arc<dyn dqngpu_interference::Interference> = Arc::from(
+        dqngpu_interference::by_name(&name)
+            .with_context(|| origin("--interference", "interference", interference_by_flag))?,
+    );
     let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.clone() };
     let plan = super::PlanArgs {
         plan_rows: args.plan.plan_rows.or(file.plan_rows),
@@ -218,7 +231,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     .config()?;
     let policy = resolve_policy(&scheduler, model.as_deref(), seed, &caller, plan)?;
-    let (gpus, monitor) = discover_gpus(args.gpus.or(file.gpus).as_deref())?;
+    let gpus_by_flag = args.gpus.is_some();
+    let (gpus, monitor) =
+        discover_gpus(args.gpus.or(file.gpus).as_deref()).with_context(|| origin("--gpus", "gpus", gpus_by_flag))?;
     let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
     let mut cfg = ServiceConfig::new(
         data_dir,

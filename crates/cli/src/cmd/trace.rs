@@ -202,7 +202,9 @@ struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
-    /// Also write curves.csv, result.json and allocation.svg/png into this directory.
+    /// Also write the run's files into this directory: curves.csv, result.json and
+    /// allocation.svg/png; with --timed summary.csv, curves.csv, results.json and
+    /// allocation_over_time.svg/png (docs/TRACE.md).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Replay in time: arrivals at their creation times, departures after their run times, a
@@ -555,7 +557,29 @@ fn load_learned(path: &Path) -> anyhow::Result<Box<dyn dqngpu_trace::NodePolicy>
     Ok(Box::new(Learned { weights: read_weights(path)? }))
 }
 
+/// Refuses settings that would train on nothing or on no numbers, naming the flag, before any
+/// work (`--sigma nan` trained and wrote "sigma NaN"; `--sequences 0` wrote weights learned
+/// from no pod).
+fn check_train(a: &TrainArgs) -> anyhow::Result<()> {
+    if a.pairs == 0 || a.sequences == 0 || a.iterations == 0 {
+        anyhow::bail!(
+            "--iterations, --pairs and --sequences must each be at least 1 (got {}, {}, {})",
+            a.iterations,
+            a.pairs,
+            a.sequences
+        );
+    }
+    if !(a.sigma.is_finite() && a.sigma > 0.0) {
+        anyhow::bail!("--sigma: the perturbation scale must be a number > 0, got {}", a.sigma);
+    }
+    if !(a.step.is_finite() && a.step > 0.0) {
+        anyhow::bail!("--step: the step length must be a number > 0, got {}", a.step);
+    }
+    Ok(())
+}
+
 fn train_cmd(a: TrainArgs) -> anyhow::Result<()> {
+    check_train(&a)?;
     let nodes = read_nodes(&a.nodes)?;
     let pods = read_pods(&a.pods)?;
     // Pods no node can hold teach nothing; a list of only such pods would train on nothing.

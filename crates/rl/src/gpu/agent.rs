@@ -49,7 +49,12 @@ impl RlPolicy {
             Encoding::Gpu(enc) if enc.agent == agent => RlPolicy::new(enc, net),
             other => Err(RlError::EncodingMismatch {
                 path: checkpoint::meta_path(path),
-                message: format!("agent `{}` needs a GPU encoding for itself, the file has {:?}", agent.name(), other),
+                message: format!(
+                    "agent `{}` needs its own checkpoint (`dqngpu train --algorithm thesis --agent {}`); this file holds {}",
+                    agent.name(),
+                    agent.name(),
+                    other.describe()
+                ),
             }),
         }
     }

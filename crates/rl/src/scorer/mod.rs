@@ -307,7 +307,10 @@ impl ScorerPolicy {
             Encoding::Scorer(spec) if spec.features == FEATURES => ScorerPolicy::new(net),
             other => Err(RlError::EncodingMismatch {
                 path: checkpoint::meta_path(path),
-                message: format!("a scorer with {FEATURES} features is needed, the file has {other:?}"),
+                message: format!(
+                    "`dqngpu` and `dqngpu-plan` need a scorer with {FEATURES} features (from `dqngpu train -o MODEL`); this file holds {}",
+                    other.describe()
+                ),
             }),
         }
     }
