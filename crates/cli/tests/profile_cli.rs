@@ -241,7 +241,8 @@ fn server_errors_are_reported_with_status_and_message() {
     ]);
     let sent: AppProfile = serde_json::from_str(&h.join().unwrap()).unwrap();
     assert_eq!(sent.app.name, "vgg");
-    assert_eq!(sent.samples.len(), 8);
+    // Eight readings span seven intervals: the profile lasts as long as the log.
+    assert_eq!(sent.samples.len(), 7);
     assert_eq!(o.status.code(), Some(1));
     let t = text(&o);
     assert!(t.contains("HTTP 400") && t.contains("app name too long") && t.contains("/v1/profiles"), "{t}");
