@@ -309,14 +309,17 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         Some(why) => Some(format!("the run was cut short: {why}")),
         None => (!outcome.status.success()).then(|| format!("the command {}", outcome.status)),
     };
+    // The readings as a profile; the driver's readings are checked like any file's.
+    let profile =
+        || outcome.profile(app.clone(), &device, &node_name()).context("the readings are no profile; nothing written");
     let Some(failed) = failed else {
-        a.out.write(&outcome.profile(app, &device, &node_name())?)?;
+        a.out.write(&profile()?)?;
         return Ok(());
     };
     if !a.keep_failed {
         bail!("{failed}; no profile written (--keep-failed writes the readings so far)");
     }
-    let to = a.out.write(&outcome.profile(app, &device, &node_name())?)?;
+    let to = a.out.write(&profile()?)?;
     bail!("{failed}; its {} samples so far were written to {to} (--keep-failed)", outcome.samples.len())
 }
 
