@@ -637,12 +637,14 @@ fn smi_log(n: usize, dt_ms: u64, mem_base: u64) -> String {
 fn a_csv_import_at_an_interval_of_no_whole_microseconds_reads_back() {
     let d = test_dir("third");
     let log = d.join("third.csv");
-    std::fs::write(&log, smi_log(30_000, 100, 1000)).unwrap();
+    // 30,000 readings a third of a second apart: past row 11,111 the old first-gap check failed.
+    std::fs::write(&log, smi_log(30_000, 333, 1000)).unwrap();
     let out = d.join("out/third.csv");
     let o = import_smi(&log, "third", &["--interval-s", "0.3333333", "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let p = read_profile(&out).unwrap();
     assert_eq!(p.interval_s, 0.3333333);
+    assert!(p.samples.len() > 20_000, "{}", p.samples.len());
     // Without the sidecar the times alone still read back, within their rounding.
     std::fs::remove_file(d.join("out/third.meta.json")).unwrap();
     let bare = read_profile(&out).unwrap();

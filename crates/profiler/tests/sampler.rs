@@ -143,14 +143,15 @@ fn ended(pid: u32) -> bool {
     false
 }
 
-/// The pid a command wrote to `file`, once it has.
+/// The pid a command wrote to `file`, once it has (asked for at most 10 s).
 fn pid_in(file: &std::path::Path) -> u32 {
-    loop {
+    for _ in 0..2000 {
         if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
             return pid;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    panic!("the command never wrote its background process's pid to {}", file.display())
 }
 
 /// A command whose shell starts a long `sleep` in the background, writes its pid to `file`,
