@@ -241,7 +241,8 @@ fn server_errors_are_reported_with_status_and_message() {
     ]);
     let sent: AppProfile = serde_json::from_str(&h.join().unwrap()).unwrap();
     assert_eq!(sent.app.name, "vgg");
-    assert_eq!(sent.samples.len(), 8);
+    // Eight readings span seven intervals: the profile lasts as long as the log.
+    assert_eq!(sent.samples.len(), 7);
     assert_eq!(o.status.code(), Some(1));
     let t = text(&o);
     assert!(t.contains("HTTP 400") && t.contains("app name too long") && t.contains("/v1/profiles"), "{t}");
@@ -644,4 +645,163 @@ fn a_csv_job_set_replays_with_its_provenance_and_the_output_states_its_settings(
     assert!(String::from_utf8_lossy(&o.stderr).contains("skipped"), "{}", text(&o));
     let table = ok(&args);
     assert!(table.contains("drawn with seed 6") && table.contains("--seed 5"), "{table}");
+}
+
+/// An nvidia-smi log of GPU 0 with `n` readings `dt_ms` apart, util and memory rising with `k`.
+fn smi_log(n: usize, dt_ms: u64, mem_base: u64) -> String {
+    let mut s = String::from("timestamp, index, utilization.gpu [%], memory.used [MiB]\n");
+    for k in 0..n as u64 {
+        let ms = k * dt_ms;
+        let (h, m, sec, milli) = (10 + ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+        s.push_str(&format!("2026/11/25 {h:02}:{m:02}:{sec:02}.{milli:03}, 0, {} %, {} MiB\n", k % 100, mem_base + k));
+    }
+    s
+}
+
+#[test]
+fn a_csv_import_at_an_interval_of_no_whole_microseconds_reads_back() {
+    let d = test_dir("third");
+    let log = d.join("third.csv");
+    // 30,000 readings a third of a second apart: past row 11,111 the old first-gap check failed.
+    std::fs::write(&log, smi_log(30_000, 333, 1000)).unwrap();
+    let out = d.join("out/third.csv");
+    let o = import_smi(&log, "third", &["--interval-s", "0.3333333", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let p = read_profile(&out).unwrap();
+    assert_eq!(p.interval_s, 0.3333333);
+    assert!(p.samples.len() > 20_000, "{}", p.samples.len());
+    // Without the sidecar the times alone still read back, within their rounding.
+    std::fs::remove_file(d.join("out/third.meta.json")).unwrap();
+    let bare = read_profile(&out).unwrap();
+    assert!((bare.interval_s - 0.3333333).abs() < 1e-9, "{}", bare.interval_s);
+    assert_eq!(bare.samples, p.samples);
+    ok(&["profile", "show", out.to_str().unwrap()]);
+}
+
+#[test]
+fn imports_racing_into_one_store_each_keep_their_profile() {
+    let d = test_dir("race");
+    let (log, store) = (d.join("s.csv"), d.join("store"));
+    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
+    let n = 8;
+    let children: Vec<_> = (0..n)
+        .map(|k| {
+            Command::new(BIN)
+                .args(["profile", "import", "--format", "nvidia-smi", log.to_str().unwrap(), "--app", "same"])
+                .args(["--params", &format!("run {k}"), "--store", store.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let lib = read_dir_library(&store).unwrap();
+    let mut params: Vec<String> = lib.apps.values().filter_map(|p| p.app.params.clone()).collect();
+    params.sort();
+    assert_eq!(params, (0..n).map(|k| format!("run {k}")).collect::<Vec<_>>(), "{:?}", lib.apps.keys());
+}
+
+#[test]
+fn a_job_runs_the_profile_of_the_app_it_names_not_of_a_file_stem() {
+    let d = test_dir("keys");
+    let store = d.join("store");
+    let store_s = store.to_str().unwrap();
+    let (short, long) = (d.join("short.csv"), d.join("long.csv"));
+    std::fs::write(&short, smi_log(11, 1000, 100)).unwrap();
+    std::fs::write(&long, smi_log(41, 1000, 100)).unwrap();
+    // `a b` is stored as a_b.json, and the app `a_b` after it as a_b-2.json.
+    assert!(import_smi(&short, "a b", &["--store", store_s]).status.success());
+    assert!(import_smi(&long, "a_b", &["--store", store_s]).status.success());
+    assert!(store.join("a_b.json").exists() && store.join("a_b-2.json").exists());
+    let solo = |app: &str| {
+        let jobs = d.join("jobs.csv");
+        std::fs::write(&jobs, format!("id,app,submit_s\n0,{app},0\n")).unwrap();
+        let args = ["simulate", "--jobs", jobs.to_str().unwrap(), "--library", store_s, "--scheduler", "fifo"];
+        let out = ok(&[&args[..], &["--gpus", "titanxp:1", "--format", "json"]].concat());
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["jobs"][0]["solo_s"].as_f64().unwrap()
+    };
+    assert_eq!(solo("a_b"), read_profile(&store.join("a_b-2.json")).unwrap().solo_s());
+    assert_eq!(solo("a b"), read_profile(&store.join("a_b.json")).unwrap().solo_s());
+    assert_ne!(solo("a_b"), solo("a b"));
+    // An app with several profiles: a job naming the bare app is told the files to choose from.
+    for stem in ["bert-a100", "bert-h100"] {
+        let out = store.join(format!("{stem}.json"));
+        assert!(import_smi(&short, "bert", &["-o", out.to_str().unwrap()]).status.success());
+    }
+    let jobs = d.join("bert.csv");
+    std::fs::write(&jobs, "id,app,submit_s\n0,bert,0\n").unwrap();
+    let o = dqngpu(&["simulate", "--jobs", jobs.to_str().unwrap(), "--library", store_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("2 profiles (bert-a100, bert-h100)"), "{}", text(&o));
+}
+
+#[test]
+fn a_longer_interval_never_stretches_the_imported_job() {
+    let d = test_dir("stretch");
+    let log = d.join("s100.csv");
+    std::fs::write(&log, smi_log(101, 1000, 100)).unwrap();
+    for (dt, want) in [("60", 120.0), ("1", 100.0), ("30", 90.0)] {
+        let out = d.join(format!("s{dt}.json"));
+        let o = import_smi(&log, "s", &["--interval-s", dt, "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        let solo = read_profile(&out).unwrap().solo_s();
+        assert_eq!(solo, want, "a 100 s log at {dt} s");
+    }
+    // 5 s of log at an hour would be an hour-long job: refused, naming the flag.
+    let short = d.join("s5.csv");
+    std::fs::write(&short, smi_log(6, 1000, 100)).unwrap();
+    let o = import_smi(&short, "s", &["--interval-s", "3600", "-o", d.join("s5.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--interval-s") && text(&o).contains("spans 5 s"), "{}", text(&o));
+}
+
+#[test]
+fn a_one_reading_import_keeps_its_interval_as_csv() {
+    let d = test_dir("one");
+    let log = d.join("one.csv");
+    std::fs::write(&log, smi_log(1, 1000, 100)).unwrap();
+    let out = d.join("m.csv");
+    assert!(import_smi(&log, "m", &["--interval-s", "0.1", "-o", out.to_str().unwrap()]).status.success());
+    let p = read_profile(&out).unwrap();
+    assert_eq!((p.samples.len(), p.interval_s), (1, 0.1));
+}
+
+#[test]
+fn an_export_beside_its_twin_in_the_other_format_is_refused() {
+    let d = test_dir("twin");
+    let lib = d.join("lib");
+    let log = d.join("s.csv");
+    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
+    let csv = lib.join("one.csv");
+    assert!(import_smi(&log, "one", &["-o", csv.to_str().unwrap()]).status.success());
+    let json = lib.join("one.json");
+    let o = dqngpu(&["profile", "export", csv.to_str().unwrap(), "-o", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("one.csv") && text(&o).contains("one.json"), "{}", text(&o));
+    assert!(!json.exists());
+    ok(&["profile", "ls", "--library", lib.to_str().unwrap()]);
+    // An import's -o likewise.
+    let o = import_smi(&log, "one", &["-o", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn run_without_a_driver_creates_no_output_directory_or_store() {
+    let d = test_dir("nodriver-dirs");
+    let lib = d.join("missing/libnvidia-ml.so.1");
+    for dest in [["-o", "out/x.json"], ["--store", "store"]] {
+        let o = Command::new(BIN)
+            .current_dir(&d)
+            .args(["profile", "run", "--app", "x", dest[0], dest[1], "--", "true"])
+            .env("DQNGPU_NVML_LIB", &lib)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("no NVIDIA driver"), "{}", text(&o));
+    }
+    assert!(!d.join("out").exists() && !d.join("store").exists());
 }

@@ -182,10 +182,11 @@ pub struct CrossValidation {
     /// Per fold: (held-out pairs, training MAPE, held-out MAPE of the fitted model, held-out
     /// MAPE of fair share).
     pub folds: Vec<FoldResult>,
-    /// Mean held-out MAPE of the contention model over folds, weighted by pairs.
-    pub test_mape_pct: f64,
+    /// Mean held-out MAPE of the contention model over folds, weighted by pairs (`None`, JSON
+    /// `null`, with no fold: too few pairs or families to hold any out).
+    pub test_mape_pct: Option<f64>,
     /// The same for the fair-share reference on the same folds.
-    pub test_fair_share_mape_pct: f64,
+    pub test_fair_share_mape_pct: Option<f64>,
 }
 
 /// One fold.
@@ -233,12 +234,12 @@ fn run_folds(
         sum_fair += r.test_fair_share_mape_pct * r.test_pairs as f64;
         out.push(r);
     }
-    let d = n.max(1) as f64;
+    let mean = |total: f64| (n > 0).then(|| total / n as f64);
     CrossValidation {
         scheme: scheme.into(),
         folds: out,
-        test_mape_pct: sum / d,
-        test_fair_share_mape_pct: sum_fair / d,
+        test_mape_pct: mean(sum),
+        test_fair_share_mape_pct: mean(sum_fair),
     }
 }
 
@@ -389,6 +390,22 @@ mod tests {
         assert_eq!(fair_share(&obs[0]), [100.0 / 170.0; 2]);
     }
 
+    #[test]
+    fn a_single_pair_has_no_held_out_figure_and_a_vanishing_speed_is_refused() {
+        let text = "model1,dataset1,batchsize1,amp1,speed1,model2,dataset2,batchsize2,amp2,speed2\nA,X,32,0,0.5,B,X,32,0,0.8\n";
+        let obs = join(&parse_pairs_csv(text, None).unwrap(), &solo()).unwrap();
+        let gpu = lucid_gpu().unwrap();
+        for cv in [k_fold(&obs, &gpu, CV_FOLDS, CV_SEED), leave_one_model_out(&obs, &gpu)] {
+            assert!(cv.folds.is_empty(), "{cv:?}");
+            let json = serde_json::to_value(&cv).unwrap();
+            assert!(json["test_mape_pct"].is_null() && json["test_fair_share_mape_pct"].is_null(), "{json}");
+        }
+        // A speed of 1e-308 is "positive and finite" but no measurement: its relative error
+        // would make every MAPE infinite.
+        let e = parse_pairs_csv(&text.replace("0.5", "1e-308"), Some(Path::new("p.csv"))).unwrap_err().to_string();
+        assert!(e.contains("p.csv, line 2, field `speed1`") && e.contains("1e-6"), "{e}");
+    }
+
     /// On the built-in measured pairs, the fit beats both references, in and out of sample.
     #[test]
     fn beats_references_on_builtin_pairs() {
@@ -399,7 +416,7 @@ mod tests {
             "{r:?}"
         );
         for cv in &r.cross_validation {
-            assert!(cv.test_mape_pct < cv.test_fair_share_mape_pct, "{cv:?}");
+            assert!(matches!((cv.test_mape_pct, cv.test_fair_share_mape_pct), (Some(c), Some(f)) if c < f), "{cv:?}");
         }
         // The built-in defaults are this fit (rounded).
         assert!((r.default_params_mape_pct - r.contention_mape_pct).abs() < 0.05, "{r:?}");
@@ -418,7 +435,7 @@ mod tests {
         assert!(r.contention_mape_pct < r.fair_share_mape_pct, "{r:?}");
         assert!(r.contention_mape_pct < r.default_params_mape_pct, "{r:?}");
         for cv in &r.cross_validation {
-            assert!(cv.test_mape_pct < cv.test_fair_share_mape_pct, "{cv:?}");
+            assert!(matches!((cv.test_mape_pct, cv.test_fair_share_mape_pct), (Some(c), Some(f)) if c < f), "{cv:?}");
         }
     }
 }

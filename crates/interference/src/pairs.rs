@@ -100,10 +100,15 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
         let speed = |k: usize| -> Result<f64, ModelError> {
             let v = get(k);
             let s: f64 = v.parse().map_err(|_| bad(k, format!("`{v}` is not a number")))?;
-            if s.is_finite() && s > 0.0 {
+            if s.is_finite() && s >= MIN_SPEED {
                 Ok(s)
             } else {
-                Err(bad(k, format!("`{v}` is not a positive, finite speed")))
+                Err(bad(
+                    k,
+                    format!(
+                        "`{v}` is not a positive, finite speed of at least {MIN_SPEED:e} relative to running alone (a job a million times slower is a measurement error)"
+                    ),
+                ))
             }
         };
         let (model1, dataset1) = (name(0)?, name(1)?);
@@ -125,6 +130,10 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
     }
     Ok(PairsFile { path: path.map(Path::to_path_buf), headers, rows, pairs })
 }
+
+/// The least measured speed a pair may have, relative to the job alone: a speed near 0 is a
+/// failed measurement, and its relative error would make every MAPE infinite.
+pub const MIN_SPEED: f64 = 1e-6;
 
 /// Reads and parses a pairs file.
 pub fn read_pairs(path: &Path) -> Result<PairsFile, ModelError> {

@@ -129,6 +129,16 @@ pub fn csv_line(text: &str, pos: &csv::Position) -> u64 {
     pos.line() + skipped as u64
 }
 
+/// A number as an error quotes it: as written up to a billion, else in exponent form (`1e300`
+/// must not print as 301 digits).
+pub fn compact(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-6..1e9).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// `name` as an error quotes it: whole up to 120 characters, else its start and how long it is
 /// (a 50 MB field must not make a 50 MB message).
 pub fn shortened(name: &str) -> std::borrow::Cow<'_, str> {
@@ -155,12 +165,63 @@ pub fn read_file(path: &std::path::Path) -> Result<String> {
 
 /// Writes a file atomically: a temporary sibling, then a rename, so a crash never leaves half a file.
 pub fn write_file_atomic(path: &std::path::Path, contents: &[u8]) -> Result<()> {
-    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    write_files_atomic(&[(path, contents)])
+}
+
+/// The temporary sibling a file is written to before its rename: hidden (a library reader
+/// skips it), and unique to the process and the call, so writers racing never share one.
+fn temp_sibling(path: &std::path::Path) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    dir.join(format!(".{name}.tmp{}-{k}", std::process::id()))
+}
+
+/// Writes a new file whole, never replacing one: a temporary sibling hard-linked to `path`
+/// (the link fails when `path` exists, atomically, even against another process). `Ok(false)`
+/// when `path` was taken.
+pub fn write_file_new(path: &std::path::Path, contents: &[u8]) -> Result<bool> {
+    let io = |source| ModelError::Io { path: path.to_path_buf(), source };
+    let tmp = temp_sibling(path);
     std::fs::write(&tmp, contents).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// Writes files that belong together (a CSV profile and its sidecar) so that either all are
+/// written or none is: every one to a temporary sibling first, then the renames, last file
+/// first; a failed write or rename removes the temporaries and the files already renamed.
+pub fn write_files_atomic(files: &[(&std::path::Path, &[u8])]) -> Result<()> {
+    let temps: Vec<_> = files.iter().map(|(p, _)| temp_sibling(p)).collect();
+    let undo = |renamed: &[&std::path::Path]| {
+        for t in &temps {
+            let _ = std::fs::remove_file(t);
+        }
+        for p in renamed {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    for ((path, contents), tmp) in files.iter().zip(&temps) {
+        if let Err(source) = std::fs::write(tmp, contents) {
+            undo(&[]);
+            return Err(ModelError::Io { path: path.to_path_buf(), source });
+        }
+    }
+    let mut renamed = Vec::new();
+    for ((path, _), tmp) in files.iter().zip(&temps).rev() {
+        if let Err(source) = std::fs::rename(tmp, path) {
+            undo(&renamed);
+            return Err(ModelError::Io { path: path.to_path_buf(), source });
+        }
+        renamed.push(*path);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -176,6 +237,15 @@ mod tests {
         assert!(e.contains("jobs.csv, line 3") && e.contains("not UTF-8") && e.contains("byte 20"), "{e}");
         std::fs::write(&path, "id,app\n").unwrap();
         assert_eq!(read_file(&path).unwrap(), "id,app\n");
+    }
+
+    #[test]
+    fn numbers_are_quoted_compactly() {
+        assert_eq!(compact(1e300), "1e300");
+        assert_eq!(compact(150000.0), "150000");
+        assert_eq!(compact(0.5), "0.5");
+        assert_eq!(compact(-2.5e-9), "-2.5e-9");
+        assert_eq!(compact(f64::INFINITY), "inf");
     }
 
     #[test]

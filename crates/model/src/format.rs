@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{read_file, write_file_atomic, Location, ModelError, Result};
+use crate::error::{read_file, write_file_atomic, write_file_new, write_files_atomic, Location, ModelError, Result};
 use crate::profile::{AppInfo, AppProfile, RecordedOn};
 use crate::resources::Resources;
 
@@ -20,7 +20,14 @@ pub struct ProfileMeta {
     /// Where it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_on: Option<RecordedOn>,
+    /// The sampling interval, s: the CSV's times hold it only to the microsecond, and a
+    /// one-row CSV not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
 }
+
+/// The keys a sidecar may have.
+const SIDECAR_KEYS: [&str; 3] = ["app", "recorded_on", "interval_s"];
 
 /// Profile file formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +72,20 @@ fn refuse_unknown_keys(text: &str, path: Option<&Path>, known: &[&str]) -> Resul
     }
 }
 
-/// Parses a CSV profile. `name` is used when no sidecar gives prior info.
+/// Parses a CSV profile. `name` is used when no sidecar gives prior info; the interval is
+/// inferred from the times (1 s for a single row).
 pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppProfile> {
+    parse_csv_every(text, path, app, None)
+}
+
+/// Parses a CSV profile whose interval a sidecar gives (`interval`: the value and the
+/// sidecar's path); the times must agree with it.
+fn parse_csv_every(
+    text: &str,
+    path: Option<&Path>,
+    app: AppInfo,
+    interval: Option<(f64, &Path)>,
+) -> Result<AppProfile> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .comment(Some(b'#'))
@@ -133,7 +152,10 @@ pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppPro
     if samples.is_empty() {
         return Err(ModelError::invalid(loc(path, Some(2), None), "profile has no data rows"));
     }
-    let interval_s = infer_interval(&times, &lines, path)?;
+    let interval_s = match interval {
+        Some((dt, meta)) => check_interval(&times, &lines, path, dt, meta)?,
+        None => infer_interval(&times, &lines, path)?,
+    };
     let p = AppProfile {
         app,
         interval_s,
@@ -146,36 +168,83 @@ pub fn parse_csv(text: &str, path: Option<&Path>, app: AppInfo) -> Result<AppPro
     Ok(p)
 }
 
-/// The sampling interval of evenly spaced times starting at 0 (1 s for a single row).
+/// How far a time may sit from its place on the grid: 1% of the interval, plus the 1 us the
+/// writer's rounding can add (half a microsecond at the row, half at the row the grid is
+/// measured from).
+fn tolerance(dt: f64) -> f64 {
+    0.01 * dt + 1e-6
+}
+
+/// The first row (index) whose time is off the grid `times[0] + i * dt`.
+fn off_grid(times: &[f64], dt: f64) -> Option<usize> {
+    (1..times.len()).find(|&i| (times[i] - (times[0] + dt * i as f64)).abs() > tolerance(dt))
+}
+
+/// The sampling interval of evenly spaced times (1 s for a single row). The interval is
+/// measured over the whole file (first to last row), so the writer's rounding of each time to
+/// the microsecond never adds up along a long file; a file spaced evenly from its first gap
+/// within 1% is accepted as before.
 fn infer_interval(times: &[f64], lines: &[u64], path: Option<&Path>) -> Result<f64> {
-    if times.len() == 1 {
+    let n = times.len();
+    if n == 1 {
         return Ok(1.0);
     }
-    let dt = times[1] - times[0];
-    if dt <= 0.0 {
+    let first = times[1] - times[0];
+    if first <= 0.0 {
         return Err(ModelError::invalid(loc(path, Some(lines[1]), Some("t_s")), "t_s must increase"));
     }
-    for i in 1..times.len() {
-        let expect = times[0] + dt * i as f64;
-        if (times[i] - expect).abs() > 0.01 * dt + 1e-6 {
-            return Err(ModelError::invalid(
-                loc(path, Some(lines[i]), Some("t_s")),
-                format!(
-                    "samples must be evenly spaced every {dt} s (expected t_s = {expect}, got {}); `dqngpu profile import` resamples uneven logs",
-                    times[i]
-                ),
-            ));
-        }
+    let whole = (times[n - 1] - times[0]) / (n - 1) as f64;
+    if whole > 0.0 && off_grid(times, whole).is_none() {
+        return Ok(rounded_if_exact(times, whole));
     }
-    Ok(dt)
+    on_grid(times, lines, path, first, "", "`dqngpu profile import` resamples uneven logs")
+}
+
+/// `dt` when every time is on the grid `times[0] + i * dt`, else an error at the first row off
+/// it; `whose` says where `dt` came from, `fix` what to do.
+fn on_grid(times: &[f64], lines: &[u64], path: Option<&Path>, dt: f64, whose: &str, fix: &str) -> Result<f64> {
+    match off_grid(times, dt) {
+        None => Ok(dt),
+        Some(i) => Err(ModelError::invalid(
+            loc(path, Some(lines[i]), Some("t_s")),
+            format!(
+                "samples must be evenly spaced every {dt} s{whose} (expected t_s = {}, got {}); {fix}",
+                times[0] + dt * i as f64,
+                times[i]
+            ),
+        )),
+    }
+}
+
+/// `dt` to the microsecond when that is exactly what [`to_csv`] would have written for these
+/// times (an interval of 0.2 s measured as 0.19999999999999998), else `dt` as measured.
+fn rounded_if_exact(times: &[f64], dt: f64) -> f64 {
+    let us = (dt * 1e6).round() / 1e6;
+    let exact = us > 0.0 && times.iter().enumerate().all(|(i, t)| (t - times[0] - csv_time(i, us)).abs() < 1e-9);
+    if exact {
+        us
+    } else {
+        dt
+    }
+}
+
+/// Checks the times against the interval a sidecar gives.
+fn check_interval(times: &[f64], lines: &[u64], path: Option<&Path>, dt: f64, meta: &Path) -> Result<f64> {
+    let whose = format!(" (the interval_s of {})", meta.display());
+    on_grid(times, lines, path, dt, &whose, "fix or remove one of them")
+}
+
+/// The time [`to_csv`] writes for row `i`: whole microseconds (`3 * 0.2` would print as
+/// 0.6000000000000001).
+fn csv_time(i: usize, dt: f64) -> f64 {
+    (i as f64 * dt * 1e6).round() / 1e6
 }
 
 /// Writes a profile as CSV (the prior info goes in a sidecar; see [`write_profile`]).
 pub fn to_csv(p: &AppProfile) -> String {
     let mut out = String::from("t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n");
     for (i, s) in p.samples.iter().enumerate() {
-        // Whole microseconds: `3 * 0.2` would print as 0.6000000000000001.
-        let t = (i as f64 * p.interval_s * 1e6).round() / 1e6;
+        let t = csv_time(i, p.interval_s);
         out.push_str(&format!(
             "{},{},{},{},{}\n",
             fmt_num(t),
@@ -242,7 +311,7 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let meta_path = sidecar_path(path);
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
-                refuse_unknown_keys(&t, Some(&meta_path), &["app", "recorded_on"])?;
+                refuse_unknown_keys(&t, Some(&meta_path), &SIDECAR_KEYS)?;
                 serde_json::from_str::<ProfileMeta>(&t).map_err(|e| {
                     ModelError::invalid(
                         loc(Some(&meta_path), Some(e.line() as u64), None),
@@ -250,27 +319,62 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
                     )
                 })?
             } else {
-                ProfileMeta { app: AppInfo { name: stem_of(path), ..Default::default() }, recorded_on: None }
+                ProfileMeta { app: AppInfo { name: stem_of(path), ..Default::default() }, ..Default::default() }
             };
-            let mut p = parse_csv(&text, Some(path), meta.app)?;
+            let interval = meta.interval_s.map(|dt| (dt, meta_path.as_path()));
+            let mut p = parse_csv_every(&text, Some(path), meta.app, interval)?;
             p.recorded_on = meta.recorded_on;
             Ok(p)
         }
     }
 }
 
+/// A profile as JSON text (the `.json` profile format).
+fn to_json(p: &AppProfile) -> String {
+    serde_json::to_string_pretty(p).expect("profiles always serialise")
+}
+
+/// The file stem `--store` gives app `name`: characters other than ASCII letters, digits and
+/// `-_.` become `_`, and a leading dot (which would hide the file) gets a `_` before it.
+pub fn store_stem(name: &str) -> String {
+    let mut stem: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    if stem.starts_with('.') || stem.is_empty() {
+        stem.insert(0, '_');
+    }
+    stem
+}
+
+/// Adds a profile to the library directory `dir` as `STEM.json`, or `STEM-2.json`,
+/// `STEM-3.json`, ... when taken (by a `.json` or a `.csv`), and returns the path. The file is
+/// created exclusively, so writers racing for one name never replace each other: the loser
+/// takes the next free name.
+pub fn store_profile(p: &AppProfile, dir: &Path) -> Result<std::path::PathBuf> {
+    let (stem, text) = (store_stem(&p.app.name), to_json(p));
+    for n in 1..=u32::MAX {
+        let name = if n == 1 { stem.clone() } else { format!("{stem}-{n}") };
+        if dir.join(format!("{name}.csv")).exists() {
+            continue;
+        }
+        let path = dir.join(format!("{name}.json"));
+        if write_file_new(&path, text.as_bytes())? {
+            return Ok(path);
+        }
+    }
+    Err(ModelError::invalid(loc(Some(dir), None, None), format!("no free file name for app `{stem}`")))
+}
+
 /// Writes a profile; CSV also writes the `NAME.meta.json` sidecar. Both atomically.
 pub fn write_profile(p: &AppProfile, path: &Path) -> Result<()> {
     match ProfileFormat::from_path(path)? {
-        ProfileFormat::Json => {
-            let text = serde_json::to_string_pretty(p).expect("profiles always serialise");
-            write_file_atomic(path, text.as_bytes())
-        }
+        ProfileFormat::Json => write_file_atomic(path, to_json(p).as_bytes()),
         ProfileFormat::Csv => {
-            write_file_atomic(path, to_csv(p).as_bytes())?;
-            let meta = ProfileMeta { app: p.app.clone(), recorded_on: p.recorded_on.clone() };
+            let meta =
+                ProfileMeta { app: p.app.clone(), recorded_on: p.recorded_on.clone(), interval_s: Some(p.interval_s) };
             let text = serde_json::to_string_pretty(&meta).expect("metadata always serialises");
-            write_file_atomic(&sidecar_path(path), text.as_bytes())
+            // Both or neither: a CSV beside an old sidecar would read as another app.
+            let (csv, meta_path) = (to_csv(p), sidecar_path(path));
+            write_files_atomic(&[(path, csv.as_bytes()), (&meta_path, text.as_bytes())])
         }
     }
 }
@@ -366,6 +470,94 @@ mod tests {
         assert!(e.contains("a.json") && e.contains("samples"), "{e}");
     }
 
+    fn steady(n: usize, dt: f64) -> AppProfile {
+        let samples = (0..n).map(|i| Resources::new((i % 100) as f64, 1000.0 + i as f64, 1.5, 0.25)).collect();
+        AppProfile::new(info(), dt, samples).unwrap()
+    }
+
+    #[test]
+    fn a_long_csv_at_an_interval_of_no_whole_microseconds_reads_back() {
+        // 30,000 rows at 0.3333333 s: each time is rounded to 1 us, the first gap alone is
+        // 0.333333 and would put the last row 9 ms off (more than 1% of the interval).
+        let p = steady(30_000, 0.3333333);
+        let back = parse_csv(&to_csv(&p), None, info()).unwrap();
+        assert!((back.interval_s - p.interval_s).abs() <= 1e-6 / 29_999.0 + 1e-15, "{}", back.interval_s);
+        assert_eq!(back.samples, p.samples);
+        // The file with its sidecar keeps the interval exactly.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.csv");
+        write_profile(&p, &path).unwrap();
+        assert_eq!(read_profile(&path).unwrap().interval_s, p.interval_s);
+    }
+
+    #[test]
+    fn a_one_row_csv_keeps_its_interval_in_the_sidecar() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("one.csv");
+        let p = steady(1, 0.1);
+        write_profile(&p, &path).unwrap();
+        let back = read_profile(&path).unwrap();
+        assert_eq!((back.interval_s, back.solo_s()), (p.interval_s, p.solo_s()));
+        // Without the sidecar a single row cannot say its interval: 1 s, as documented.
+        std::fs::remove_file(sidecar_path(&path)).unwrap();
+        assert_eq!(read_profile(&path).unwrap().interval_s, 1.0);
+    }
+
+    #[test]
+    fn times_that_disagree_with_the_sidecars_interval_are_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.csv");
+        write_profile(&steady(4, 0.5), &path).unwrap();
+        let meta = std::fs::read_to_string(sidecar_path(&path)).unwrap();
+        std::fs::write(sidecar_path(&path), meta.replace("0.5", "0.25")).unwrap();
+        let e = read_profile(&path).unwrap_err().to_string();
+        assert!(e.contains("p.csv, line 3, field `t_s`") && e.contains("p.meta.json"), "{e}");
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_be_written_leaves_neither_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.csv");
+        std::fs::create_dir(sidecar_path(&path)).unwrap();
+        assert!(write_profile(&steady(3, 1.0), &path).is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from("p.meta.json")], "only the directory that was there");
+    }
+
+    #[test]
+    fn writers_racing_into_one_store_never_replace_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 24;
+        let gate = std::sync::Barrier::new(n);
+        let paths: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|k| {
+                    let (gate, dir) = (&gate, dir.path());
+                    s.spawn(move || {
+                        let mut p = steady(2, 1.0);
+                        p.app.name = "a b".into();
+                        p.app.params = Some(k.to_string());
+                        gate.wait();
+                        (k, store_profile(&p, dir).unwrap())
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (k, path) in &paths {
+            assert_eq!(read_profile(path).unwrap().app.params, Some(k.to_string()), "{}", path.display());
+        }
+        let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names.len(), n, "one file per writer, no temporaries left: {names:?}");
+        assert!(names.contains(&"a_b.json".into()) && names.contains(&format!("a_b-{n}.json").into()), "{names:?}");
+        // A name taken by a CSV profile is skipped too.
+        std::fs::write(dir.path().join("c.csv"), "").unwrap();
+        let mut p = steady(1, 1.0);
+        p.app.name = "c".into();
+        assert_eq!(store_profile(&p, dir.path()).unwrap(), dir.path().join("c-2.json"));
+    }
+
     proptest! {
         #[test]
         fn csv_parser_never_panics(s in "\\PC{0,300}") {
@@ -379,6 +571,31 @@ mod tests {
             if let Ok(p) = parse_csv(&text, None, info()) {
                 prop_assert!(p.validate().is_ok());
             }
+        }
+
+        /// What the product writes it reads back: any valid profile, as CSV alone (the interval
+        /// within the times' rounding to 1 us) and with its sidecar (exactly).
+        #[test]
+        fn any_profile_written_as_csv_reads_back(
+            n in 1usize..3000,
+            log_dt in (1e-6f64).ln()..(3600f64).ln(),
+            vals in proptest::collection::vec((0.0f64..=100.0, 0.0f64..143_000.0, 0.0f64..=100.0, 0.0f64..128_000.0), 1..20),
+        ) {
+            let dt = log_dt.exp().clamp(1e-6, 3600.0);
+            let n = n.min((crate::profile::MAX_SOLO_S / dt) as usize).max(1);
+            let samples = (0..n).map(|i| { let v = vals[i % vals.len()]; Resources::new(v.0, v.1, v.2, v.3) }).collect();
+            let p = AppProfile::new(info(), dt, samples).unwrap();
+            if n >= 2 {
+                let back = parse_csv(&to_csv(&p), None, info()).unwrap();
+                prop_assert!((back.interval_s - dt).abs() <= 1e-6 / (n - 1) as f64 + 1e-12 * dt, "{} vs {}", back.interval_s, dt);
+                prop_assert_eq!(&back.samples, &p.samples);
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("p.csv");
+            write_profile(&p, &path).unwrap();
+            let back = read_profile(&path).unwrap();
+            prop_assert_eq!(back.interval_s, dt);
+            prop_assert_eq!(&back.samples, &p.samples);
         }
 
         #[test]

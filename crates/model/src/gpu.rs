@@ -82,6 +82,45 @@ pub fn lookup(name: &str) -> Result<GpuSpec> {
     })
 }
 
+/// The words of a card name that tell models apart: lower case, split at anything not a
+/// letter or digit, without the vendor and product-line words (`NVIDIA`, `Tesla`, `GeForce`).
+fn model_words(name: &str) -> Vec<String> {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::to_ascii_lowercase)
+        .filter(|w| !w.is_empty() && !["nvidia", "tesla", "geforce"].contains(&w.as_str()))
+        .collect()
+}
+
+/// A memory-size word such as `40gb`.
+fn is_size_word(w: &str) -> bool {
+    w.strip_suffix("gb").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The catalogue entry a card name as a driver or a log writes it (`NVIDIA A100-SXM4-40GB`,
+/// `NVIDIA H100 80GB HBM3`, `Tesla T4`) is a board of: every word of the entry's name is in
+/// the card's (form-factor words such as `SXM4` or `HBM3` may be extra); where the card's name
+/// gives no size, `memory_mib` (the card's total, when known) picks the entry within 10%.
+/// `None` when no entry, or more than one, fits.
+pub fn find_by_name(name: &str, memory_mib: Option<f64>) -> Option<GpuSpec> {
+    let words = model_words(name);
+    let near = |m: f64| memory_mib.is_none_or(|t| t <= 0.0 || (t - m).abs() <= 0.1 * m);
+    let fits: Vec<&(&str, &str, &str, f64, u32, f64)> = CATALOGUE
+        .iter()
+        .filter(|c| {
+            // A note in parentheses (`(one GPU)`) is no part of the card's name.
+            let entry = model_words(c.1.split('(').next().unwrap_or(c.1));
+            let sized_apart = words.iter().any(|w| is_size_word(w) && !entry.contains(w));
+            entry.iter().all(|w| words.contains(w) || (is_size_word(w) && !words.iter().any(|x| is_size_word(x))))
+                && !sized_apart
+                && near(c.3)
+        })
+        .collect();
+    match fits.as_slice() {
+        [one] => Some(spec_of(one)),
+        _ => None,
+    }
+}
+
 /// Environment variable that names the one NVML library to load (profiler and service).
 pub const NVML_LIB_ENV: &str = "DQNGPU_NVML_LIB";
 
@@ -109,6 +148,26 @@ pub fn nvml_candidates() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn card_names_as_drivers_write_them_find_their_catalogue_entry() {
+        let key = |name: &str, mem: Option<f64>| find_by_name(name, mem).map(|g| g.key);
+        assert_eq!(key("NVIDIA A100-SXM4-40GB", Some(40960.0)).as_deref(), Some("a100-40"));
+        assert_eq!(key("NVIDIA A100-SXM4-80GB", None).as_deref(), Some("a100-80"));
+        assert_eq!(key("NVIDIA H100 80GB HBM3", Some(81559.0)).as_deref(), Some("h100"));
+        assert_eq!(key("NVIDIA H100 PCIe", Some(81559.0)).as_deref(), Some("h100"));
+        assert_eq!(key("Tesla V100-SXM2-32GB", None).as_deref(), Some("v100-32"));
+        assert_eq!(key("Tesla T4", None).as_deref(), Some("t4"));
+        assert_eq!(key("Tesla M60", Some(8192.0)).as_deref(), Some("m60"));
+        assert_eq!(key("NVIDIA TITAN Xp", Some(12288.0)).as_deref(), Some("titanxp"));
+        assert_eq!(key("NVIDIA H200", None).as_deref(), Some("h200"));
+        // No size in the name and no total: the A100s cannot be told apart.
+        assert_eq!(key("NVIDIA A100-PCIE", None), None);
+        // A board of another size than its entry (H100 NVL, 94 GB) is no entry.
+        assert_eq!(key("NVIDIA H100 NVL", Some(95830.0)), None);
+        assert_eq!(key("NVIDIA B200", Some(183359.0)), None);
+        assert_eq!(key("NVIDIA A10", None), None);
+    }
 
     #[test]
     fn lookup_keys_and_aliases() {

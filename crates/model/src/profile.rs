@@ -297,16 +297,17 @@ impl AppProfile {
         for (i, s) in self.samples.iter().enumerate() {
             for r in Resource::ALL {
                 let v = s.get(r);
+                let c = crate::error::compact(v);
                 let bad = if !v.is_finite() {
-                    Some(format!("{v} is not a finite number"))
+                    Some(format!("{c} is not a finite number"))
                 } else if v < 0.0 {
-                    Some(format!("{v} is negative"))
+                    Some(format!("{c} is negative"))
                 } else if matches!(r, Resource::GpuUtil | Resource::Sm) && v > 100.0 + 1e-9 {
-                    Some(format!("{v} is above 100%"))
+                    Some(format!("{c} is above 100%"))
                 } else if r == Resource::GpuMem && v > max_mem {
-                    Some(format!("{v} MiB is more memory than the largest GPU has ({max_mem} MiB)"))
+                    Some(format!("{c} MiB is more memory than the largest GPU has ({max_mem} MiB)"))
                 } else if r == Resource::Pcie && v > max_pcie {
-                    Some(format!("{v} MB/s is above the fastest PCIe link ({max_pcie} MB/s, both directions)"))
+                    Some(format!("{c} MB/s is above the fastest PCIe link ({max_pcie} MB/s, both directions)"))
                 } else {
                     None
                 };

@@ -54,6 +54,12 @@ pub enum ProfilerError {
         /// The sampling interval, s.
         interval_s: f64,
     },
+    /// The profiler was told to stop (SIGTERM, SIGINT) before the first sample.
+    #[error("stopped by a signal while running `{program}`; its process group was ended")]
+    Stopped {
+        /// The program.
+        program: String,
+    },
     /// Drawing a chart failed.
     #[error("{}: cannot draw the chart: {message}", path.display())]
     Plot {

@@ -11,6 +11,16 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Days in month `m` (1-12) of year `y`, Gregorian.
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -33,7 +43,7 @@ pub(crate) fn parse_date(s: &str) -> Option<i64> {
         }
         r
     };
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1..=9999).contains(&y) {
+    if !(1..=12).contains(&m) || !(1..=days_in_month(y, m)).contains(&d) || !(1..=9999).contains(&y) {
         return None;
     }
     Some(days_from_civil(y, m, d))
@@ -87,10 +97,15 @@ mod tests {
         assert!((b - a - 0.75).abs() < 1e-6, "{}", b - a);
         assert_eq!(parse_datetime("1970-01-01T00:00:01"), Some(1.0));
         assert_eq!(parse_date("20240229"), parse_date("2024/02/29"));
+        assert!(parse_date("2000/02/29").is_some() && parse_date("2026/12/31").is_some());
         for bad in [
             "",
             "ab€cde 00:00:00",
             "2026/13/01 00:00:00",
+            "2026/02/31 00:00:00",
+            "2026/02/29 00:00:00",
+            "1900/02/29 00:00:00",
+            "2026/04/31 00:00:00",
             "2026/11/25",
             "2026/11/25 25:00:00",
             "x/y/z 1:2:3",

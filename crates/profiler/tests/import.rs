@@ -41,7 +41,8 @@ fn nvidia_smi_with_units_two_gpus_na_and_repeated_header() {
     let i = import("nvidia_smi_units.csv", ImportFormat::NvidiaSmi, &with_gpu(0)).unwrap();
     assert_eq!(i.readings, 16);
     assert_eq!(i.profile.interval_s, 0.501); // the median gap of a -lms 500 log that drifts
-    assert_eq!(i.profile.samples.len(), 16);
+                                             // 16 readings span 15 intervals: the profile lasts as long as the log.
+    assert_eq!(i.profile.samples.len(), 15);
     // The [N/A] at reading 9 holds reading 8's 88 %; memory's [N/A] holds 9812.
     let util = col(&i, Resource::GpuUtil);
     assert!((util[9] - 88.0).abs() < 1.0, "{util:?}");
@@ -67,7 +68,7 @@ fn nvidia_smi_with_units_two_gpus_na_and_repeated_header() {
 #[test]
 fn nvidia_smi_nounits_across_midnight_and_noheader_with_columns() {
     let i = import("nvidia_smi_nounits.csv", ImportFormat::NvidiaSmi, &opts()).unwrap();
-    assert_eq!(i.profile.samples.len(), 10);
+    assert_eq!(i.profile.samples.len(), 9);
     assert_eq!(i.profile.interval_s, 1.001);
     assert_eq!(i.profile.summary().peak.gpu_mem_mib, 1900.0);
     assert_eq!(i.profile.summary().peak.gpu_util_pct, 100.0);
@@ -98,17 +99,15 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
     assert!(e.contains("several GPUs (0, 1)"), "{e}");
     let i = import("dmon_umt.txt", ImportFormat::Dmon, &with_gpu(0)).unwrap();
     assert_eq!(i.profile.interval_s, 1.0);
-    assert_eq!(col(&i, Resource::GpuUtil), [0.0, 3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0, 12.0]);
-    assert_eq!(
-        col(&i, Resource::GpuMem),
-        [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0, 263.0]
-    );
+    // Ten rows a second apart span 9 s; the last row ends the log.
+    assert_eq!(col(&i, Resource::GpuUtil), [0.0, 3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0]);
+    assert_eq!(col(&i, Resource::GpuMem), [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0]);
     // rx + tx; row 5 has `-` for both and holds row 4's 305 + 118.
-    assert_eq!(col(&i, Resource::Pcie), [0.0, 890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0, 0.0]);
+    assert_eq!(col(&i, Resource::Pcie), [0.0, 890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0]);
     assert!(has_note(&i, "no time column") && has_note(&i, "pcie_mbps: 1 missing"), "{:?}", i.notes);
     let slow =
         import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
-    assert_eq!((slow.profile.interval_s, slow.profile.samples.len()), (5.0, 10));
+    assert_eq!((slow.profile.interval_s, slow.profile.samples.len()), (5.0, 9));
     assert_eq!(slow.profile.samples[0].pcie_mbps, 15.0);
     // A step shorter than the microsecond the times are kept to blames the flag, not the log.
     for dt in [1e-9, 1e5] {
@@ -123,7 +122,7 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
 fn dmon_with_date_and_time() {
     let i = import("dmon_umt_dt.txt", ImportFormat::Dmon, &opts()).unwrap();
     assert_eq!(i.profile.interval_s, 2.0);
-    assert_eq!(col(&i, Resource::GpuUtil), [5.0, 60.0, 70.0, 72.0, 71.0, 70.0, 69.0, 8.0]);
+    assert_eq!(col(&i, Resource::GpuUtil), [5.0, 60.0, 70.0, 72.0, 71.0, 70.0, 69.0]);
     assert_eq!(col(&i, Resource::Pcie)[1], 930.0);
     assert!(!has_note(&i, "no time column"));
 }
@@ -136,7 +135,7 @@ fn dcgm_gauges_filtered_by_pod_or_gpu() {
     let i = import("dcgm_gauges.prom", ImportFormat::Dcgm, &by_pod).unwrap();
     assert_eq!(i.gpu, 0);
     assert_eq!(i.profile.interval_s, 15.0);
-    assert_eq!(i.profile.samples.len(), 9);
+    assert_eq!(i.profile.samples.len(), 8);
     let s = &i.profile.samples[2];
     assert_eq!((s.gpu_util_pct, s.gpu_mem_mib), (92.0, 15800.0));
     assert!((s.sm_pct - 78.34).abs() < 1e-9, "SM_ACTIVE ratio 0.7834 -> {}", s.sm_pct);
@@ -189,7 +188,7 @@ fn dcgm_counters_with_a_reset_and_scrape_separators() {
     let o = ImportOptions { pod: Some("lammps-md-0".into()), ..opts() };
     let i = import("dcgm_counters.prom", ImportFormat::Dcgm, &o).unwrap();
     assert_eq!(i.profile.interval_s, 5.0);
-    assert_eq!(i.profile.samples.len(), 7);
+    assert_eq!(i.profile.samples.len(), 6);
     // 100 MB/s TX + 300 MB/s RX throughout, including across the exporter restart at scrape 5;
     // the first scrape has no previous one and takes the next rate.
     for (k, s) in i.profile.samples.iter().enumerate() {
@@ -263,11 +262,101 @@ fn the_profiles_own_checks_name_the_log() {
                2026/11/25 21:50:01.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n";
     let path = Path::new("big.csv");
     let e = import_str(log, Some(path), ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
-    assert!(e.contains("big.csv") && e.contains("gpu_mem_mib"), "{e}");
+    // Named at the log's line and column, the number in exponent form.
+    assert!(e.contains("big.csv, line 2, field `memory.used`: 1e12 MiB"), "{e}");
     // Readings two hours apart: the spacing is the log's, not an interval the user gave.
     let apart = "timestamp, name, index, utilization.gpu [%], memory.used [MiB]\n\
                  2026/11/25 21:00:00.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n\
                  2026/11/25 23:00:00.0, NVIDIA TITAN Xp, 0, 10 %, 1000 MiB\n";
     let e = import_str(apart, Some(path), ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
     assert!(e.contains("big.csv") && e.contains("timestamp") && e.contains("7200 s apart"), "{e}");
+}
+
+const SMI_HEADER: &str = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n";
+
+#[test]
+fn nvidia_smi_refuses_impossible_dates_and_swapped_units_and_reads_past_a_bom() {
+    let feb31 = format!("{SMI_HEADER}2026/02/28 23:59:59.000, 0, 5 %, 1 MiB\n2026/02/31 00:00:00.000, 0, 5 %, 1 MiB\n");
+    let e = err(&feb31, ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 3, field `timestamp`") && e.contains("2026/02/31"), "{e}");
+    // Values whose units are not the header's: a `%` column holding MiB.
+    let swapped = format!("{SMI_HEADER}2026/11/25 10:00:00.000, 0, 5 MiB, 10 %\n");
+    let e = err(&swapped, ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 2, field `utilization.gpu`") && e.contains("MiB") && e.contains("[%]"), "{e}");
+    // A header that gives a used field in another unit.
+    let e = err("timestamp, utilization.gpu [%], memory.used [MB]\n", ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 1, field `memory.used`") && e.contains("[MiB]"), "{e}");
+    // A byte-order mark before the header is no part of it.
+    let rows = "2026/11/25 10:00:00.000, 0, 5 %, 1 MiB\n2026/11/25 10:00:01.000, 0, 7 %, 2 MiB\n";
+    let plain = import_str(&format!("{SMI_HEADER}{rows}"), None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    let bom = import_str(&format!("\u{feff}{SMI_HEADER}{rows}"), None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert_eq!(bom.profile.samples, plain.profile.samples);
+}
+
+#[test]
+fn values_no_profile_can_hold_are_refused_at_the_logs_line_and_column() {
+    let smi =
+        format!("{SMI_HEADER}2026/11/25 10:00:00.000, 0, 5 %, 1000 MiB\n2026/11/25 10:00:01.000, 0, 5 %, 150000 MiB\n");
+    let e = err(&smi, ImportFormat::NvidiaSmi);
+    assert!(e.contains("line 3, field `memory.used`: 150000 MiB is more memory"), "{e}");
+    let dmon = "# gpu sm fb rxpci txpci\n 0 10 1e300 0 0\n";
+    let e = err(dmon, ImportFormat::Dmon);
+    assert!(e.contains("line 2, field `fb`: 1e300 MiB") && e.len() < 200, "{e}");
+    let e = err("# gpu sm fb rxpci txpci\n 0 10 100 99000 0\n", ImportFormat::Dmon);
+    assert!(e.contains("line 2, field `rxpci`"), "{e}");
+    let dcgm = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\nDCGM_FI_DEV_FB_USED{gpu=\"0\"} 1e300 1000\n";
+    let e = err(dcgm, ImportFormat::Dcgm);
+    assert!(e.contains("line 2, field `DCGM_FI_DEV_FB_USED`: 1e300 is outside"), "{e}");
+}
+
+#[test]
+fn dmon_with_one_pcie_direction_uses_it_and_says_so() {
+    let rx_only =
+        "# gpu sm fb rxpci txpci\n# Idx % MB MB/s MB/s\n 0 10 1000 100 -\n 0 10 1000 200 -\n 0 10 1000 300 -\n";
+    let i = import_str(rx_only, None, ImportFormat::Dmon, &opts()).unwrap();
+    assert_eq!(col(&i, Resource::Pcie), [100.0, 200.0]);
+    assert!(has_note(&i, "no txpci values; PCIe is rxpci alone") && !has_note(&i, "no PCIe"), "{:?}", i.notes);
+    let tx_only = rx_only.replace(" 100 -", " - 100").replace(" 200 -", " - 200").replace(" 300 -", " - 300");
+    let i = import_str(&tx_only, None, ImportFormat::Dmon, &opts()).unwrap();
+    assert_eq!(col(&i, Resource::Pcie), [100.0, 200.0]);
+    assert!(has_note(&i, "no rxpci values; PCIe is txpci alone"), "{:?}", i.notes);
+}
+
+#[test]
+fn dcgm_container_filter_that_matches_nothing_lists_the_containers() {
+    let o = ImportOptions { container: Some("nope".into()), ..opts() };
+    let e = import("dcgm_gauges.prom", ImportFormat::Dcgm, &o).unwrap_err().to_string();
+    assert!(e.contains("container `nope`") && e.contains("containers seen: bert, resnet50"), "{e}");
+    let o = ImportOptions { pod: Some("bert-infer-5c2a".into()), container: Some("resnet50".into()), ..opts() };
+    let e = import("dcgm_gauges.prom", ImportFormat::Dcgm, &o).unwrap_err().to_string();
+    assert!(e.contains("pod `bert-infer-5c2a` and container `resnet50`") && e.contains("containers seen: bert"), "{e}");
+}
+
+#[test]
+fn recorded_on_keeps_the_logs_card_name_host_and_memory_and_finds_its_catalogue_entry() {
+    let a100 = "timestamp, name, index, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n\
+                2026/11/25 10:00:00.000, NVIDIA A100-SXM4-40GB, 0, 20 %, 2048 MiB, 40960 MiB\n\
+                2026/11/25 10:00:01.000, NVIDIA A100-SXM4-40GB, 0, 20 %, 2048 MiB, 40960 MiB\n";
+    let i = import_str(a100, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    let on = i.profile.recorded_on.clone().unwrap();
+    assert_eq!((on.gpu_name.as_str(), on.architecture.as_str()), ("NVIDIA A100-SXM4-40GB", "Ampere"));
+    assert_eq!((on.memory_mib, on.cores), (40960.0, 6912));
+    // A card the catalogue has no entry for is kept as the log names it, and said so.
+    let b200 = a100.replace("NVIDIA A100-SXM4-40GB", "NVIDIA B200").replace("40960 MiB", "183359 MiB");
+    let i = import_str(&b200, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    let on = i.profile.recorded_on.clone().unwrap();
+    assert_eq!((on.gpu_name.as_str(), on.memory_mib, on.cores), ("NVIDIA B200", 183359.0, 0));
+    assert!(has_note(&i, "no catalogue GPU matches `NVIDIA B200`"), "{:?}", i.notes);
+    // DCGM: the model and host labels, and the card's memory as FB_USED + FB_FREE.
+    let dcgm = "# scrape at 1764107400\n\
+        DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"} 10\n\
+        DCGM_FI_DEV_FB_USED{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"} 1000\n\
+        DCGM_FI_DEV_FB_FREE{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"} 80559\n\
+        # scrape at 1764107401\n\
+        DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"} 10\n\
+        DCGM_FI_DEV_FB_USED{gpu=\"0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"node-1\"} 1000\n";
+    let i = import_str(dcgm, None, ImportFormat::Dcgm, &opts()).unwrap();
+    let on = i.profile.recorded_on.clone().unwrap();
+    assert_eq!((on.gpu_name.as_str(), on.node.as_str(), on.memory_mib), ("NVIDIA H100 80GB HBM3", "node-1", 81559.0));
+    assert_eq!(on.architecture, "Hopper");
 }

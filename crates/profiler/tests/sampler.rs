@@ -13,7 +13,9 @@ use dqngpu_model::library::read_dir_library;
 use dqngpu_model::AppInfo;
 use dqngpu_profiler::sampler::proc_tree::descendants;
 use dqngpu_profiler::sampler::replay::ReplaySampler;
-use dqngpu_profiler::sampler::{interval_count, run_command, DeviceInfo, GpuReading, GpuSampler, ProcessMemory};
+use dqngpu_profiler::sampler::{
+    interval_count, run_command, run_command_until, DeviceInfo, GpuReading, GpuSampler, ProcessMemory,
+};
 use dqngpu_profiler::{ProfilerError, Scope};
 
 fn device() -> DeviceInfo {
@@ -124,4 +126,105 @@ fn a_command_that_cannot_start_or_ends_before_the_first_sample_is_an_error() {
     let e = run_command(&mut s, &argv(&["true"]), Duration::from_secs(5)).unwrap_err();
     assert!(matches!(e, ProfilerError::TooShort { .. }), "{e}");
     assert!(e.to_string().contains("--interval-ms"), "{e}");
+}
+
+/// Whether `pid` has ended (gone, or a zombie no one reaped yet), asked until it has or for
+/// at most 10 s: signals are delivered asynchronously.
+fn ended(pid: u32) -> bool {
+    for _ in 0..1000 {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string)));
+        if state.as_deref().is_none_or(|s| s == "Z" || s == "X") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// The pid a command wrote to `file`, once it has (asked for at most 10 s).
+fn pid_in(file: &std::path::Path) -> u32 {
+    for _ in 0..2000 {
+        if let Some(pid) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the command never wrote its background process's pid to {}", file.display())
+}
+
+/// A command whose shell starts a long `sleep` in the background, writes its pid to `file`,
+/// then runs `then`.
+fn with_grandchild(file: &std::path::Path, then: &str) -> Vec<OsString> {
+    argv(&["sh", "-c", &format!("sleep 30 & echo $! > {}.tmp && mv {0}.tmp {0}; {then}", file.display())])
+}
+
+/// A double whose driver fails once the command's grandchild is known and three readings are in.
+struct FailingSampler {
+    device: DeviceInfo,
+    pid_file: std::path::PathBuf,
+    reads: usize,
+}
+
+impl GpuSampler for FailingSampler {
+    fn device(&self) -> &DeviceInfo {
+        &self.device
+    }
+    fn read(&mut self) -> Result<GpuReading, ProfilerError> {
+        self.reads += 1;
+        if self.reads > 3 && self.pid_file.exists() {
+            return Err(ProfilerError::Nvml { call: "nvmlDeviceGetUtilizationRates", message: "GPU is lost".into() });
+        }
+        Ok(whole_gpu(40.0, 2000.0))
+    }
+}
+
+#[test]
+fn a_failed_reading_ends_the_commands_whole_group_and_keeps_the_readings_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let mut s = FailingSampler { device: device(), pid_file: pid_file.clone(), reads: 0 };
+    let out = run_command(&mut s, &with_grandchild(&pid_file, "wait"), Duration::from_millis(20)).unwrap();
+    let why = out.cut_short.clone().unwrap_or_default();
+    assert!(why.contains("GPU is lost"), "{why}");
+    assert!(out.readings >= 3 && !out.samples.is_empty(), "{} readings", out.readings);
+    assert!(!out.status.success());
+    assert!(ended(pid_in(&pid_file)), "the command's background process outlived the run");
+}
+
+#[test]
+fn a_stop_ends_the_commands_whole_group_and_keeps_the_readings_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut s = ReplaySampler::new(device(), vec![whole_gpu(10.0, 100.0)]);
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            pid_in(&pid_file);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        run_command_until(&mut s, &with_grandchild(&pid_file, "wait"), Duration::from_millis(20), &stop)
+    });
+    match out {
+        Ok(out) => {
+            assert!(out.cut_short.as_deref().is_some_and(|w| w.contains("stopped")), "{:?}", out.cut_short);
+            assert!(!out.status.success());
+        }
+        // Stopped before the first tick: nothing to keep, and said so.
+        Err(e) => assert!(matches!(e, ProfilerError::Stopped { .. }), "{e}"),
+    }
+    assert!(ended(pid_in(&pid_file)), "the command's background process outlived the stop");
+}
+
+#[test]
+fn processes_the_command_leaves_behind_are_ended_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let mut s = ReplaySampler::new(device(), vec![whole_gpu(10.0, 100.0)]);
+    let cmd = with_grandchild(&pid_file, "sleep 0.2");
+    let out = run_command(&mut s, &cmd, Duration::from_millis(20)).unwrap();
+    assert!(out.status.success() && out.cut_short.is_none(), "{:?} {:?}", out.status, out.cut_short);
+    assert!(out.notes.iter().any(|n| n.contains("left processes")), "{:?}", out.notes);
+    assert!(ended(pid_in(&pid_file)), "the leftover background process is still running");
 }

@@ -49,20 +49,14 @@ fn table(r: &CalibrationReport) -> String {
     s.push_str("cross-validation (held-out MAPE)         contention   fair share\n");
     for cv in &r.cross_validation {
         // No fold (too few pairs or families to hold any out): no held-out figure, not 0%.
-        if cv.folds.is_empty() {
+        let (Some(c), Some(f)) = (cv.test_mape_pct, cv.test_fair_share_mape_pct) else {
             s.push_str(&format!(
                 "{:<40} {:>7}      {:>7}   (0 folds: too few pairs to hold any out)\n",
                 cv.scheme, "-", "-"
             ));
             continue;
-        }
-        s.push_str(&format!(
-            "{:<40} {:6.2}%      {:6.2}%   ({} folds)\n",
-            cv.scheme,
-            cv.test_mape_pct,
-            cv.test_fair_share_mape_pct,
-            cv.folds.len()
-        ));
+        };
+        s.push_str(&format!("{:<40} {c:6.2}%      {f:6.2}%   ({} folds)\n", cv.scheme, cv.folds.len()));
     }
     s.push_str(&format!(
         "\n{} of {} measured speeds are above 1.0 (noise no rate in (0, 1] can fit)\n",

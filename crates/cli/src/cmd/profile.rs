@@ -3,13 +3,14 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dqngpu_model::format::{read_profile, write_profile, ProfileFormat};
+use dqngpu_model::format::{read_profile, store_profile, write_profile, ProfileFormat};
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
-use dqngpu_profiler::sampler::{run_command, GpuSampler};
+use dqngpu_profiler::sampler::{check_device, run_command_until, GpuSampler};
 use dqngpu_profiler::{import_file, plot, ImportFormat, ImportOptions};
 use serde_json::{json, Value};
 
@@ -97,10 +98,29 @@ fn refuse_profile_over_input(output: &Path, input: (&str, &Path)) -> anyhow::Res
     super::refuse_output_over_input("-o's sidecar", &dqngpu_model::format::sidecar_path(output), &[input])
 }
 
+/// Refuses an output `NAME.json` beside a profile `NAME.csv` (or the other way round): a
+/// directory holding both is no library (`--library` refuses it), so writing one would break
+/// the directory the other is in. (A log beside it, such as the one imported, is no profile.)
+fn refuse_twin(output: &Path) -> anyhow::Result<()> {
+    let twin = match ProfileFormat::from_path(output)? {
+        ProfileFormat::Csv => output.with_extension("json"),
+        ProfileFormat::Json => output.with_extension("csv"),
+    };
+    if twin.is_file() && read_profile(&twin).is_ok() {
+        bail!(
+            "-o {} would sit beside {}: a library directory cannot hold both a .csv and a .json profile of one name; write it elsewhere or under another name",
+            output.display(),
+            twin.display()
+        );
+    }
+    Ok(())
+}
+
 impl OutArgs {
     /// Fails before any work when the output cannot be written, or when no destination is given
     /// (a token file is no destination: it goes with `--server`), or when it would replace the
-    /// `input` (flag, path).
+    /// `input` (flag, path) or sit beside a profile of its name in the other format. Changes
+    /// nothing on disk ([`OutArgs::create_dirs`] does, once the work can start).
     fn check(&self, input: Option<(&str, &Path)>) -> anyhow::Result<()> {
         if self.output.is_none() && self.store.is_none() && self.server.is_none() {
             bail!(
@@ -111,10 +131,15 @@ impl OutArgs {
             refuse_profile_over_input(o, input)?;
         }
         if let Some(o) = &self.output {
-            ProfileFormat::from_path(o)?;
-            if let Some(dir) = o.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            }
+            refuse_twin(o)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the output's directory, or the store.
+    fn create_dirs(&self) -> anyhow::Result<()> {
+        if let Some(dir) = self.output.as_ref().and_then(|o| o.parent()).filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         if let Some(d) = &self.store {
             std::fs::create_dir_all(d).with_context(|| format!("creating the store directory {}", d.display()))?;
@@ -122,37 +147,24 @@ impl OutArgs {
         Ok(())
     }
 
-    fn write(&self, p: &AppProfile) -> anyhow::Result<()> {
-        if let Some(o) = &self.output {
+    /// Writes (or posts) the profile; returns where it went.
+    fn write(&self, p: &AppProfile) -> anyhow::Result<String> {
+        let to = if let Some(o) = &self.output {
             write_profile(p, o)?;
-            eprintln!("wrote {}", o.display());
+            o.display().to_string()
         } else if let Some(d) = &self.store {
-            let path = free_path(d, &p.app.name);
-            write_profile(p, &path)?;
-            eprintln!("wrote {}", path.display());
+            store_profile(p, d)?.display().to_string()
         } else if let Some(url) = &self.server {
             let conn = Conn::new(Some(url.clone()), self.token_file.clone());
             let reply = conn.call("POST", "/v1/profiles", Some(serde_json::to_value(p)?), None)?;
             eprintln!("posted `{}` to {url}: {reply}", p.app.name);
-        }
-        Ok(())
+            return Ok(url.clone());
+        } else {
+            bail!("no destination for the profile");
+        };
+        eprintln!("wrote {to}");
+        Ok(to)
     }
-}
-
-/// DIR/NAME.json, or NAME-2.json, NAME-3.json ... when taken (several profiles per app).
-fn free_path(dir: &Path, app: &str) -> PathBuf {
-    let mut stem: String =
-        app.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    // A leading dot would hide the file from the library reader (and from `ls`).
-    if stem.starts_with('.') || stem.is_empty() {
-        stem.insert(0, '_');
-    }
-    let taken = |s: &str| dir.join(format!("{s}.json")).exists() || dir.join(format!("{s}.csv")).exists();
-    if !taken(&stem) {
-        return dir.join(format!("{stem}.json"));
-    }
-    let n = (2..).find(|n| !taken(&format!("{stem}-{n}"))).unwrap_or(2);
-    dir.join(format!("{stem}-{n}.json"))
 }
 
 /// The longest sampling interval `profile run` accepts, ms.
@@ -273,10 +285,14 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         bail!("--interval-ms must be between 1 and {MAX_INTERVAL_MS} (one hour), got {}", a.interval_ms);
     }
     a.out.check(None)?;
+    // The driver and the GPU first: without them nothing is run and nothing is created.
     let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
+    check_device(&device)?;
+    a.out.create_dirs()?;
+    let stop = stop_on_signals()?;
     eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
-    let outcome = run_command(&mut sampler, &a.command, Duration::from_millis(a.interval_ms))?;
+    let outcome = run_command_until(&mut sampler, &a.command, Duration::from_millis(a.interval_ms), stop)?;
     eprintln!(
         "{} {} after {:.1} s; {} readings, {} samples",
         a.command[0].to_string_lossy(),
@@ -289,16 +305,51 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     for n in &outcome.notes {
         eprintln!("note: {n}");
     }
-    if !outcome.status.success() && !a.keep_failed {
-        bail!("the command {}; no profile written (--keep-failed writes it anyway)", outcome.status);
+    let failed = match &outcome.cut_short {
+        Some(why) => Some(format!("the run was cut short: {why}")),
+        None => (!outcome.status.success()).then(|| format!("the command {}", outcome.status)),
+    };
+    // The readings as a profile; the driver's readings are checked like any file's.
+    let profile =
+        || outcome.profile(app.clone(), &device, &node_name()).context("the readings are no profile; nothing written");
+    let Some(failed) = failed else {
+        a.out.write(&profile()?)?;
+        return Ok(());
+    };
+    if !a.keep_failed {
+        bail!("{failed}; no profile written (--keep-failed writes the readings so far)");
     }
-    let profile = outcome.profile(app, &device, &node_name())?;
-    a.out.write(&profile)
+    let to = a.out.write(&profile()?)?;
+    bail!("{failed}; its {} samples so far were written to {to} (--keep-failed)", outcome.samples.len())
+}
+
+/// A flag set when the profiler gets SIGTERM or SIGINT, so that the run ends the command's
+/// process group (which a signal to the profiler alone no longer reaches) and says so.
+fn stop_on_signals() -> anyhow::Result<&'static AtomicBool> {
+    use tokio::signal::unix::{signal, SignalKind};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the signal watch")?;
+    // Registered here, before the command starts; watched on a thread of their own.
+    let (mut term, mut int) = {
+        let _in = rt.enter();
+        (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?)
+    };
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        });
+        STOP.store(true, Ordering::Relaxed);
+    });
+    Ok(&STOP)
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<()> {
     let format: ImportFormat = a.format.parse()?;
     a.out.check(Some(("FILE", &a.file)))?;
+    a.out.create_dirs()?;
     let opts = ImportOptions {
         app: a.prior.info()?,
         gpu: a.gpu,
@@ -320,7 +371,8 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
     for n in &imported.notes {
         eprintln!("note: {n}");
     }
-    a.out.write(&imported.profile)
+    a.out.write(&imported.profile)?;
+    Ok(())
 }
 
 /// One profile of a listing: its key (file stem, or the service's app name) and contents.
@@ -496,6 +548,7 @@ fn show(a: ShowArgs) -> anyhow::Result<()> {
 
 fn export(a: ExportArgs) -> anyhow::Result<()> {
     refuse_profile_over_input(&a.output, ("INPUT", Path::new(&a.input)))?;
+    refuse_twin(&a.output)?;
     let source = SourceArgs { library: a.library.clone(), server: None, token_file: None };
     let e = load_one(&a.input, &source)?;
     let p = e.profile.context("no profile")?;

@@ -66,7 +66,9 @@ pub struct AppLibrary {
 
 impl AppLibrary {
     /// Builds a library whose classes are derived from the thesis's thresholds
-    /// (mean GPU util >= 40%; mean GPU memory >= 50% of `reference_gpu`).
+    /// (mean GPU util >= 40%; mean GPU memory >= 50% of the card: the one the profile says it
+    /// was recorded on, where it gives the card's memory, else `reference_gpu`, else the
+    /// library's largest peak).
     pub fn with_derived_classes(
         name: String,
         apps: BTreeMap<String, Arc<AppProfile>>,
@@ -80,7 +82,8 @@ impl AppLibrary {
         for (k, p) in &apps {
             let m = p.summary().mean;
             let gpu = if m.gpu_util_pct >= 40.0 { WorkloadClass::GpuHeavy } else { WorkloadClass::GpuLight };
-            let mem = if m.gpu_mem_mib >= 0.5 * ref_mem { WorkloadClass::MemHeavy } else { WorkloadClass::MemLight };
+            let card = p.recorded_on.as_ref().map(|r| r.memory_mib).filter(|&m| m > 0.0).unwrap_or(ref_mem);
+            let mem = if m.gpu_mem_mib >= 0.5 * card { WorkloadClass::MemHeavy } else { WorkloadClass::MemLight };
             for c in [gpu, mem, WorkloadClass::Random] {
                 classes.entry(c).or_default().push(k.clone());
             }
@@ -88,13 +91,21 @@ impl AppLibrary {
         AppLibrary { name, apps, classes, reference_gpu }
     }
 
-    /// The profile of `app`; an unknown app lists the valid names.
+    /// The profile of `app`; an unknown app lists the valid names, and an app with several
+    /// profiles (a directory library keys each by its file stem) lists those.
     pub fn get(&self, app: &str) -> Result<&Arc<AppProfile>> {
-        self.apps.get(app).ok_or_else(|| ModelError::UnknownName {
-            what: "app",
-            name: app.to_string(),
-            valid: self.apps.keys().cloned().collect(),
-        })
+        if let Some(p) = self.apps.get(app) {
+            return Ok(p);
+        }
+        let named: Vec<String> = self.apps.iter().filter(|(_, p)| p.app.name == app).map(|(k, _)| k.clone()).collect();
+        if named.len() > 1 {
+            return Err(ModelError::BadName {
+                what: "app",
+                name: app.to_string(),
+                problem: format!("has {} profiles ({}); name one by its file stem", named.len(), named.join(", ")),
+            });
+        }
+        Err(ModelError::UnknownName { what: "app", name: app.to_string(), valid: self.apps.keys().cloned().collect() })
     }
 
     /// The apps of a class; errors when the class is empty in this library.

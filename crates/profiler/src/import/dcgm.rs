@@ -30,6 +30,9 @@ const FB_USED: &str = "DCGM_FI_DEV_FB_USED";
 const SM_ACTIVE: &str = "DCGM_FI_PROF_SM_ACTIVE";
 const PCIE_TX: &str = "DCGM_FI_PROF_PCIE_TX_BYTES";
 const PCIE_RX: &str = "DCGM_FI_PROF_PCIE_RX_BYTES";
+/// Free and total framebuffer, MiB: the card's memory (recorded-on), FB_USED + FB_FREE.
+const FB_FREE: &str = "DCGM_FI_DEV_FB_FREE";
+const FB_TOTAL: &str = "DCGM_FI_DEV_FB_TOTAL";
 
 /// One sample line: `name{k="v",...} value [timestamp_ms]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,13 +176,15 @@ fn check_range(s: &Sample) -> Result<Option<f64>, String> {
         return Ok(None);
     }
     let v = s.value;
+    let max_mem = dqngpu_model::gpu::max_memory_mib();
     let (max, range) = match s.name.as_str() {
-        UTIL => (Some(100.0), "0..100"),
-        SM_ACTIVE => (Some(1.0), "0..1 (a ratio)"),
-        _ => (None, ">= 0"),
+        UTIL => (Some(100.0), "0..100".to_string()),
+        SM_ACTIVE => (Some(1.0), "0..1 (a ratio)".to_string()),
+        FB_USED => (Some(max_mem), format!("0..{max_mem} MiB (the largest GPU's memory)")),
+        _ => (None, ">= 0".to_string()),
     };
     if !v.is_finite() || v < 0.0 || max.is_some_and(|m| v > m + 1e-9) {
-        return Err(format!("{v} is outside {range}"));
+        return Err(format!("{} is outside {range}", dqngpu_model::error::compact(v)));
     }
     Ok(Some(if s.name == SM_ACTIVE { v * 100.0 } else { v }))
 }
@@ -270,12 +275,56 @@ fn fmt_value(v: Option<f64>) -> String {
     v.map_or_else(|| "NaN".to_string(), |v| v.to_string())
 }
 
+/// Each GPU's memory total: FB_TOTAL, or FB_USED + FB_FREE of one scrape (the largest seen;
+/// a total no card has is left out).
+fn card_memory(groups: &[Group], card_mem: &HashMap<(u32, i64, bool), f64>, devices: &mut BTreeMap<u32, DeviceHint>) {
+    let used = index_of(Resource::GpuMem);
+    for g in groups {
+        let total = card_mem
+            .get(&(g.gpu, g.t_ms, true))
+            .copied()
+            .or_else(|| g.values[used].zip(card_mem.get(&(g.gpu, g.t_ms, false))).map(|(u, f)| u + f));
+        if let Some(t) = total.filter(|&t| t > 0.0 && t <= dqngpu_model::cluster::MAX_CUSTOM_MEMORY_MIB) {
+            let d = devices.entry(g.gpu).or_default();
+            d.memory_total_mib = Some(d.memory_total_mib.map_or(t, |m| m.max(t)));
+        }
+    }
+}
+
+/// Why no sample was kept: the filters given, and what the log has for each (containers of
+/// the pod asked for, when a pod was).
+fn no_match(opts: &ImportOptions, pods: &BTreeSet<String>, containers: &BTreeSet<String>) -> String {
+    let seen = |set: &BTreeSet<String>| {
+        if set.is_empty() {
+            "none".to_string()
+        } else {
+            set.iter().cloned().collect::<Vec<_>>().join(", ")
+        }
+    };
+    let mut filters = Vec::new();
+    let mut lists = Vec::new();
+    if let Some(p) = &opts.pod {
+        filters.push(format!("pod `{p}`"));
+        lists.push(format!("pods seen: {}", seen(pods)));
+    }
+    if let Some(c) = &opts.container {
+        filters.push(format!("container `{c}`"));
+        lists.push(format!("containers seen: {}", seen(containers)));
+    }
+    if filters.is_empty() {
+        return "no DCGM_FI_DEV_GPU_UTIL / DCGM_FI_DEV_FB_USED samples found".to_string();
+    }
+    format!("no DCGM_FI_* samples matched the filter ({}); {}", filters.join(" and "), lists.join("; "))
+}
+
 /// Parses the scrapes.
 pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
     let mut types: HashMap<String, String> = HashMap::new();
     let mut scrape_ms: Option<i64> = None;
     let mut readings = Readings::default();
     let mut pods_seen = BTreeSet::new();
+    let mut containers_seen = BTreeSet::new();
+    let mut card_mem: HashMap<(u32, i64, bool), f64> = HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i as u64 + 1;
         let l = raw.trim();
@@ -297,6 +346,15 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             continue;
         }
         let s = parse_sample(l).map_err(|m| invalid(path, line, None, m))?;
+        if s.name == FB_FREE || s.name == FB_TOTAL {
+            let gpu = s.label("gpu").and_then(|g| g.parse::<u32>().ok());
+            if let (Some(gpu), Some(t)) = (gpu, s.timestamp_ms.or(scrape_ms)) {
+                if s.value.is_finite() && s.value >= 0.0 {
+                    card_mem.insert((gpu, t, s.name == FB_TOTAL), s.value);
+                }
+            }
+            continue;
+        }
         let Some(slot) = slot_of(&s.name) else { continue };
         let pod = s.label("pod").or(s.label("exported_pod")).filter(|p| !p.is_empty());
         if let Some(p) = pod {
@@ -305,7 +363,10 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         if opts.pod.as_deref().is_some_and(|want| pod != Some(want)) {
             continue;
         }
-        let container = s.label("container").or(s.label("exported_container"));
+        let container = s.label("container").or(s.label("exported_container")).filter(|c| !c.is_empty());
+        if let Some(c) = container {
+            containers_seen.insert(c.to_string());
+        }
         if opts.container.as_deref().is_some_and(|want| container != Some(want)) {
             continue;
         }
@@ -322,15 +383,10 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         })?;
         readings.add(&s, slot, gpu, t_ms, line, path)?;
     }
-    let (mut groups, devices) = readings.into_sorted();
+    let (mut groups, mut devices) = readings.into_sorted();
+    card_memory(&groups, &card_mem, &mut devices);
     if groups.is_empty() {
-        let why = match &opts.pod {
-            Some(p) => format!(
-                "no DCGM_FI_* samples for pod `{p}`; pods seen: {}",
-                pods_seen.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-            None => "no DCGM_FI_DEV_GPU_UTIL / DCGM_FI_DEV_FB_USED samples found".to_string(),
-        };
+        let why = no_match(opts, &pods_seen, &containers_seen);
         return Err(ModelError::invalid(loc(path, None, None), why));
     }
     let mut parsed = Parsed::default();

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use dqngpu_model::{ModelError, Resource};
 
-use super::{invalid, parse_value, ImportOptions, Parsed};
+use super::{invalid, parse_value, ImportOptions, Limit, Parsed};
 use crate::resample::{index_of, Observation};
 use crate::time::{parse_date, parse_time_of_day};
 
@@ -57,6 +57,7 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
     let mut rows_per_gpu: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut day_offset = 0.0;
     let mut last_tod: Option<f64> = None;
+    let mut pcie = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i as u64 + 1;
         let l = raw.trim();
@@ -142,19 +143,37 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             None => *count as f64 * step,
         };
         *count += 1;
-        let value = |k: Option<usize>, field: &str, max: Option<f64>| match k {
-            Some(k) => parse_value(f[k], max).map_err(|m| invalid(path, line, Some(field), m)),
+        let value = |k: Option<usize>, field: &str, limit: Limit| match k {
+            Some(k) => parse_value(f[k], limit).map_err(|m| invalid(path, line, Some(field), m)),
             None => Ok(None),
         };
-        let sm = value(c.sm, "sm", Some(100.0))?;
+        let sm = value(c.sm, "sm", Limit::Percent)?;
         let mut values = [None; 4];
         values[index_of(Resource::GpuUtil)] = sm;
         values[index_of(Resource::Sm)] = sm;
-        values[index_of(Resource::GpuMem)] = value(c.fb, "fb", None)?;
-        let rx = value(c.rx, "rxpci", None)?;
-        let tx = value(c.tx, "txpci", None)?;
-        values[index_of(Resource::Pcie)] = rx.zip(tx).map(|(r, t)| r + t);
+        values[index_of(Resource::GpuMem)] = value(c.fb, "fb", Limit::MemoryMib)?;
+        pcie.push((value(c.rx, "rxpci", Limit::PcieOneWayMbps)?, value(c.tx, "txpci", Limit::PcieOneWayMbps)?));
         parsed.observations.push(Observation { t_s, line, gpu, values });
     }
+    add_pcie(&mut parsed, &pcie);
     Ok(parsed)
+}
+
+/// PCIe is rxpci + txpci. A direction the log never has (a driver that reports `-` for it
+/// throughout) is left out, with a note, rather than losing the other; where both are
+/// reported, a row missing either holds the previous sum.
+fn add_pcie(parsed: &mut Parsed, pcie: &[(Option<f64>, Option<f64>)]) {
+    let (has_rx, has_tx) = (pcie.iter().any(|p| p.0.is_some()), pcie.iter().any(|p| p.1.is_some()));
+    for (missing, used, present) in [("txpci", "rxpci", has_rx && !has_tx), ("rxpci", "txpci", has_tx && !has_rx)] {
+        if present {
+            parsed.notes.push(format!("pcie_mbps: the log has no {missing} values; PCIe is {used} alone"));
+        }
+    }
+    for (o, &(rx, tx)) in parsed.observations.iter_mut().zip(pcie) {
+        o.values[index_of(Resource::Pcie)] = match (has_rx, has_tx) {
+            (true, true) => rx.zip(tx).map(|(r, t)| r + t),
+            (true, false) => rx,
+            (false, _) => tx,
+        };
+    }
 }

@@ -21,7 +21,7 @@ use dqngpu_model::error::read_file;
 use dqngpu_model::profile::{MAX_INTERVAL_S, MIN_INTERVAL_S};
 use dqngpu_model::{AppInfo, AppProfile, Location, ModelError, RecordedOn, Resource};
 
-use crate::resample::{index_of, median_gap, resample, Observation, MAX_SAMPLES};
+use crate::resample::{index_of, median_gap, resample, Observation, Refused, MAX_SAMPLES};
 
 /// The log formats `profile import` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,29 +118,67 @@ pub(crate) fn invalid(path: Option<&Path>, line: u64, field: Option<&str>, msg: 
     ModelError::invalid(loc(path, Some(line), field), msg)
 }
 
-/// Parses a number that must be a finite value in `0..=max`; `None` is returned for the
-/// missing-value markers of the tools (`[N/A]`, `[Not Supported]`, any `[...]`, `N/A`, `-`,
-/// `NaN`, empty).
-pub(crate) fn parse_value(raw: &str, max: Option<f64>) -> Result<Option<f64>, String> {
+/// The most a log's value may be: what the profile it goes into may hold, checked while the
+/// log's line and column are known (the profile's own check, after resampling, knows neither).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Limit {
+    /// A percentage.
+    Percent,
+    /// GPU memory, MiB: the largest GPU in the catalogue.
+    MemoryMib,
+    /// One direction of PCIe, MB/s: half of what a profile's TX+RX may hold.
+    PcieOneWayMbps,
+    /// A card's total memory, MiB: what recorded-on info may hold (a card need not be in the
+    /// catalogue).
+    CardMemoryMib,
+}
+
+impl Limit {
+    /// The error for `v` above the limit, if it is.
+    fn check(self, v: f64) -> Result<(), String> {
+        let c = dqngpu_model::error::compact(v);
+        let (max, msg) = match self {
+            Limit::Percent => (100.0, format!("{c} is above 100%")),
+            Limit::MemoryMib => {
+                let m = dqngpu_model::gpu::max_memory_mib();
+                (m, format!("{c} MiB is more memory than the largest GPU has ({m} MiB)"))
+            }
+            Limit::CardMemoryMib => {
+                let m = dqngpu_model::cluster::MAX_CUSTOM_MEMORY_MIB;
+                (m, format!("{c} MiB is not a GPU's memory (at most {} MiB)", dqngpu_model::error::compact(m)))
+            }
+            Limit::PcieOneWayMbps => {
+                let m = dqngpu_model::gpu::max_pcie_mbps() / 2.0;
+                (m, format!("{c} MB/s is above one direction of the fastest PCIe link ({m} MB/s)"))
+            }
+        };
+        if v > max + 1e-9 {
+            Err(msg)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Parses a number that must be finite, non-negative and within `limit`; `None` is returned
+/// for the missing-value markers of the tools (`[N/A]`, `[Not Supported]`, any `[...]`, `N/A`,
+/// `-`, `NaN`, empty).
+pub(crate) fn parse_value(raw: &str, limit: Limit) -> Result<Option<f64>, String> {
     let s = raw.trim();
     if s.is_empty() || s == "-" || s.eq_ignore_ascii_case("n/a") || (s.starts_with('[') && s.ends_with(']')) {
         return Ok(None);
     }
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    let v: f64 = s.parse().map_err(|_| format!("`{}` is not a number", dqngpu_model::error::shortened(s)))?;
     if v.is_nan() {
         return Ok(None);
     }
     if !v.is_finite() {
-        return Err(format!("`{s}` is not a finite number"));
+        return Err(format!("`{}` is not a finite number", dqngpu_model::error::shortened(s)));
     }
     if v < 0.0 {
-        return Err(format!("{v} is negative"));
+        return Err(format!("{} is negative", dqngpu_model::error::compact(v)));
     }
-    if let Some(m) = max {
-        if v > m + 1e-9 {
-            return Err(format!("{v} is above {m}"));
-        }
-    }
+    limit.check(v)?;
     Ok(Some(v))
 }
 
@@ -176,6 +214,8 @@ pub fn import_str(
             ));
         }
     }
+    // A UTF-8 byte-order mark (Windows editors write one) is no part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let parsed = match format {
         ImportFormat::NvidiaSmi => nvidia_smi::parse(text, path, opts)?,
         ImportFormat::Dmon => dmon::parse(text, path, opts)?,
@@ -235,11 +275,17 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
         .or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6))
         .or(interval_hint)
         .unwrap_or(1.0);
-    let samples = resample(&times, &values, dt).ok_or_else(|| {
-        ModelError::invalid(
+    let samples = resample(&times, &values, dt).map_err(|e| match e {
+        Refused::TooManySamples => ModelError::invalid(
             loc(path, None, Some("--interval-s")),
             format!("resampling every {dt} s would make more than {MAX_SAMPLES} samples; use a longer --interval-s"),
-        )
+        ),
+        Refused::ShorterThanInterval { span_s } => ModelError::invalid(
+            loc(path, None, Some("--interval-s")),
+            format!(
+                "the log spans {span_s} s, less than half of the {dt} s interval: one sample would make a {dt} s job; use a shorter --interval-s"
+            ),
+        ),
     })?;
     // The profile's own checks know no file: name the log, and the readings' spacing where
     // the interval came from it rather than from --interval-s.
@@ -255,7 +301,7 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
         }
         other => other,
     })?;
-    profile.recorded_on = devices.get(&gpu).and_then(recorded_on);
+    profile.recorded_on = devices.get(&gpu).and_then(|d| recorded_on(d, &mut notes));
     Ok(Imported { profile, gpu, readings: obs.len(), notes })
 }
 
@@ -311,15 +357,30 @@ fn fill_missing(
     Ok(out)
 }
 
-fn recorded_on(hint: &DeviceHint) -> Option<RecordedOn> {
-    let name = hint.name.clone()?;
-    let spec = dqngpu_model::gpu::catalogue().into_iter().find(|g| g.name.eq_ignore_ascii_case(&name));
-    let memory_mib = hint.memory_total_mib.or(spec.as_ref().map(|s| s.memory_mib))?;
+/// What the log says about the GPU, as recorded-on info: the card's name, host and memory
+/// total as the log gives them, with architecture, cores and PCIe from the catalogue entry the
+/// name is a board of (`NVIDIA A100-SXM4-40GB`: `a100-40`), noted when none is.
+fn recorded_on(hint: &DeviceHint, notes: &mut Vec<String>) -> Option<RecordedOn> {
+    if hint.name.is_none() && hint.node.is_none() && hint.memory_total_mib.is_none() {
+        return None;
+    }
+    let name = hint.name.clone().unwrap_or_default();
+    let spec = hint.name.as_deref().and_then(|n| dqngpu_model::gpu::find_by_name(n, hint.memory_total_mib));
+    if spec.is_none() {
+        let what = if name.is_empty() {
+            "the log names no GPU model".to_string()
+        } else {
+            format!("no catalogue GPU matches `{name}`")
+        };
+        notes.push(format!(
+            "recorded_on: {what}; kept as the log gives it, with architecture, cores and PCIe unknown (0)"
+        ));
+    }
     Some(RecordedOn {
         node: hint.node.clone().unwrap_or_default(),
-        gpu_name: spec.as_ref().map(|s| s.name.clone()).unwrap_or(name),
+        gpu_name: name,
         architecture: spec.as_ref().map(|s| s.architecture.clone()).unwrap_or_default(),
-        memory_mib,
+        memory_mib: hint.memory_total_mib.or(spec.as_ref().map(|s| s.memory_mib)).unwrap_or(0.0),
         cores: spec.as_ref().map(|s| s.cores).unwrap_or(0),
         pcie_gbps: spec.as_ref().map(|s| s.pcie_gbps).unwrap_or(0.0),
     })

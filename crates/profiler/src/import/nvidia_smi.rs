@@ -14,7 +14,7 @@ use std::path::Path;
 
 use dqngpu_model::{ModelError, Resource};
 
-use super::{invalid, parse_value, DeviceHint, ImportOptions, Parsed};
+use super::{invalid, parse_value, DeviceHint, ImportOptions, Limit, Parsed};
 use crate::resample::{index_of, Observation};
 use crate::time::parse_datetime;
 
@@ -43,21 +43,33 @@ fn looks_like_header(line: &str) -> bool {
     })
 }
 
-/// Strips a unit the value carries (`45 %`, `1024 MiB`).
-fn strip_unit(v: &str) -> &str {
+/// A header field's unit (`%` of `utilization.gpu [%]`).
+fn field_unit(h: &str) -> Option<String> {
+    let h = h.trim();
+    let inner = h.strip_suffix(']')?;
+    Some(inner[inner.rfind('[')? + 1..].trim().to_string())
+}
+
+/// Splits the unit a value carries (`45 %`, `1024 MiB`) from its number.
+fn split_unit(v: &str) -> (&str, Option<&'static str>) {
     let v = v.trim();
     for unit in ["MiB", "%", "W", "MHz", "C"] {
         if let Some(s) = v.strip_suffix(unit) {
             if s.ends_with(' ') || unit == "%" {
-                return s.trim();
+                return (s.trim(), Some(unit));
             }
         }
     }
-    v
+    (v, None)
 }
+
+/// The unit each used field must be in, as nvidia-smi writes it.
+const UNITS: [(&str, &str); 3] = [("utilization.gpu", "%"), ("memory.used", "MiB"), ("memory.total", "MiB")];
 
 struct Columns {
     names: Vec<String>,
+    /// Each field's unit from the header (`None` for `--columns` without units).
+    units: Vec<Option<String>>,
     timestamp: usize,
     index: Option<usize>,
     util: usize,
@@ -66,7 +78,22 @@ struct Columns {
     mem_total: Option<usize>,
 }
 
-fn columns(names: Vec<String>, path: Option<&Path>, line: u64) -> Result<(Columns, Vec<String>), ModelError> {
+fn columns(fields: &[&str], path: Option<&Path>, line: u64) -> Result<(Columns, Vec<String>), ModelError> {
+    let names: Vec<String> = fields.iter().map(|f| field_name(f)).collect();
+    let units: Vec<Option<String>> = fields.iter().map(|f| field_unit(f)).collect();
+    for (name, unit) in names.iter().zip(&units) {
+        let want = UNITS.iter().find(|(n, _)| n == name).map(|(_, u)| *u);
+        if let (Some(want), Some(unit)) = (want, unit) {
+            if unit != want {
+                return Err(invalid(
+                    path,
+                    line,
+                    Some(name),
+                    format!("unit [{unit}]; nvidia-smi writes {name} in [{want}]"),
+                ));
+            }
+        }
+    }
     let find = |n: &str| names.iter().position(|h| h == n);
     let need = |n: &str| {
         find(n).ok_or_else(|| {
@@ -83,6 +110,7 @@ fn columns(names: Vec<String>, path: Option<&Path>, line: u64) -> Result<(Column
         name: find("name"),
         mem_total: find("memory.total"),
         names,
+        units,
     };
     Ok((c, ignored))
 }
@@ -96,9 +124,8 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
     let mut parsed = Parsed::default();
     let mut cols: Option<Columns> = None;
     if let Some(list) = &opts.columns {
-        let names: Vec<String> =
-            list.iter().flat_map(|c| c.split(',')).map(field_name).filter(|n| !n.is_empty()).collect();
-        let (c, ignored) = columns(names, None, 0).map_err(|e| match e {
+        let fields: Vec<&str> = list.iter().flat_map(|c| c.split(',')).filter(|n| !field_name(n).is_empty()).collect();
+        let (c, ignored) = columns(&fields, None, 0).map_err(|e| match e {
             ModelError::Invalid { mut at, message } => {
                 at.line = None;
                 at.field = Some("--columns".into());
@@ -137,7 +164,8 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                     ))
                 }
                 None => {
-                    let (c, ignored) = columns(names, path, line)?;
+                    let fields: Vec<&str> = l.split(',').collect();
+                    let (c, ignored) = columns(&fields, path, line)?;
                     note_ignored(&mut parsed, &ignored);
                     cols = Some(c);
                     continue;
@@ -172,12 +200,20 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             }
             None => 0,
         };
-        let value = |k: usize, field: &str, max: Option<f64>| {
-            parse_value(strip_unit(fields[k]), max).map_err(|m| invalid(path, line, Some(field), m))
+        let value = |k: usize, field: &str, limit: Limit| {
+            let (number, unit) = split_unit(fields[k]);
+            if let (Some(unit), Some(Some(header))) = (unit, c.units.get(k)) {
+                if unit != header {
+                    let msg =
+                        format!("`{}` is in {unit}, but the header gives this field in [{header}]", fields[k].trim());
+                    return Err(invalid(path, line, Some(field), msg));
+                }
+            }
+            parse_value(number, limit).map_err(|m| invalid(path, line, Some(field), m))
         };
         let mut values = [None; 4];
-        values[index_of(Resource::GpuUtil)] = value(c.util, "utilization.gpu", Some(100.0))?;
-        values[index_of(Resource::GpuMem)] = value(c.mem, "memory.used", None)?;
+        values[index_of(Resource::GpuUtil)] = value(c.util, "utilization.gpu", Limit::Percent)?;
+        values[index_of(Resource::GpuMem)] = value(c.mem, "memory.used", Limit::MemoryMib)?;
         let dev = devices.entry(gpu).or_default();
         if let Some(k) = c.name {
             let n = fields[k].trim();
@@ -186,7 +222,7 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             }
         }
         if let Some(k) = c.mem_total {
-            if let Some(v) = value(k, "memory.total", None)? {
+            if let Some(v) = value(k, "memory.total", Limit::CardMemoryMib)? {
                 dev.memory_total_mib = Some(v);
             }
         }

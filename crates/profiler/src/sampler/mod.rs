@@ -7,16 +7,19 @@
 //! [`replay::ReplaySampler`], a test double written because no GPU was available where this
 //! crate was developed. [`nvml::NvmlSampler`] is the real implementation.
 
+pub mod group;
 pub mod nvml;
 pub mod proc_tree;
 pub mod replay;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dqngpu_model::{AppInfo, AppProfile, RecordedOn, Resources};
+use dqngpu_model::{AppInfo, AppProfile, Location, ModelError, RecordedOn, Resources};
 
 use crate::ProfilerError;
 
@@ -137,6 +140,9 @@ pub struct RunOutcome {
     pub missed_ticks: u64,
     /// Remarks for the user.
     pub notes: Vec<String>,
+    /// Why the run ended before the command did (a reading failed, the profiler was told to
+    /// stop); the samples are the readings so far.
+    pub cut_short: Option<String>,
 }
 
 impl RunOutcome {
@@ -153,6 +159,23 @@ impl RunOutcome {
         });
         Ok(p)
     }
+}
+
+/// Refuses, before anything runs, a GPU with more memory than a profile may hold (the
+/// largest GPU in the catalogue): a recording of a job that uses it could not be kept.
+pub fn check_device(d: &DeviceInfo) -> Result<(), ProfilerError> {
+    let max = dqngpu_model::gpu::max_memory_mib();
+    if d.memory_mib > max {
+        return Err(ModelError::invalid(
+            Location { field: Some("--gpu".into()), ..Default::default() },
+            format!(
+                "GPU {} ({}) has {} MiB of memory, more than a profile may hold ({max} MiB, the largest GPU in the catalogue); nothing was run",
+                d.index, d.name, d.memory_mib
+            ),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Number of intervals covering `wall_s` (at least one).
@@ -248,11 +271,26 @@ fn tree_sm(samples: &[ProcessSm], tree: &BTreeSet<u32>) -> f64 {
 pub const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
 
 /// Runs `argv` (program and arguments, no shell) as a child process and reads `sampler` every
-/// `interval` until it exits. A failing reading kills the child (by its pid) and is returned.
+/// `interval` until it exits (see [`run_command_until`]).
 pub fn run_command<S: GpuSampler + ?Sized>(
     sampler: &mut S,
     argv: &[OsString],
     interval: Duration,
+) -> Result<RunOutcome, ProfilerError> {
+    run_command_until(sampler, argv, interval, &AtomicBool::new(false))
+}
+
+/// Runs `argv` (program and arguments, no shell) as the leader of a process group of its own
+/// and reads `sampler` every `interval` until it exits or `stop` is set (a signal to the
+/// profiler). However the run ends, the group is ended ([`group::end`]): what the command left
+/// behind, or all of it when a reading failed or `stop` was set. A failed reading or a stop
+/// after some readings returns them with [`RunOutcome::cut_short`] saying why; before any, an
+/// error.
+pub fn run_command_until<S: GpuSampler + ?Sized>(
+    sampler: &mut S,
+    argv: &[OsString],
+    interval: Duration,
+    stop: &AtomicBool,
 ) -> Result<RunOutcome, ProfilerError> {
     let program = argv.first().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     if argv.is_empty() || interval.is_zero() || interval > MAX_INTERVAL {
@@ -266,54 +304,76 @@ pub fn run_command<S: GpuSampler + ?Sized>(
     }
     let spawn_err = |source| ProfilerError::Spawn { program: program.clone(), source };
     let start = Instant::now();
-    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(spawn_err)?;
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).process_group(0).spawn().map_err(spawn_err)?;
     let root = child.id();
     let mut tree = BTreeSet::from([root]);
     let mut readings = Vec::new();
     let mut missed_ticks = 0;
     let mut tick: u64 = 1;
-    let status = loop {
+    let mut cut: Option<ProfilerError> = None;
+    loop {
         // Ticks of at most a day each never overflow an Instant within any real run.
         let deadline = start + interval.saturating_mul(u32::try_from(tick).unwrap_or(u32::MAX));
         let exited = loop {
-            if let Some(st) = child.try_wait().map_err(spawn_err)? {
-                break Some(st);
+            match child.try_wait() {
+                Ok(Some(_)) => break true,
+                Ok(None) => {}
+                Err(e) => {
+                    cut = Some(spawn_err(e));
+                    break true;
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                cut = Some(ProfilerError::Stopped { program: program.clone() });
+                break true;
             }
             let now = Instant::now();
             if now >= deadline {
-                break None;
+                break false;
             }
             std::thread::sleep((deadline - now).min(Duration::from_millis(10)));
         };
-        if let Some(st) = exited {
-            break st;
+        if exited {
+            break;
         }
         tree.extend(proc_tree::descendants(root));
-        let reading = match sampler.read() {
-            Ok(r) => r,
+        match sampler.read() {
+            Ok(reading) => readings.push(TickReading { tick, reading, tree: tree.clone() }),
             Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
+                cut = Some(e);
+                break;
             }
-        };
-        readings.push(TickReading { tick, reading, tree: tree.clone() });
+        }
         let due = (start.elapsed().as_secs_f64() / interval.as_secs_f64()).floor() as u64 + 1;
         if due > tick + 1 {
             missed_ticks += due - tick - 1;
         }
         tick = due.max(tick + 1);
-    };
+    }
     let wall_s = start.elapsed().as_secs_f64();
+    let (status, leftovers) = group::end(&mut child, group::GRACE).map_err(spawn_err)?;
     let interval_s = interval.as_secs_f64();
     if readings.is_empty() {
-        return Err(ProfilerError::TooShort { program, wall_s, interval_s });
+        return Err(cut.unwrap_or(ProfilerError::TooShort { program, wall_s, interval_s }));
     }
     let (samples, attribution, mut notes) = assemble(&readings, interval_count(wall_s, interval_s));
     if missed_ticks > 0 {
         notes.push(format!("{missed_ticks} tick(s) missed because a reading took longer than the interval"));
     }
-    Ok(RunOutcome { samples, interval_s, attribution, status, wall_s, readings: readings.len(), missed_ticks, notes })
+    if leftovers && cut.is_none() {
+        notes.push("the command left processes of its group running; they were ended".into());
+    }
+    Ok(RunOutcome {
+        samples,
+        interval_s,
+        attribution,
+        status,
+        wall_s,
+        readings: readings.len(),
+        missed_ticks,
+        notes,
+        cut_short: cut.map(|e| e.to_string()),
+    })
 }
 
 #[cfg(test)]
@@ -410,6 +470,21 @@ mod tests {
         let util: Vec<f64> = s.iter().map(|r| r.gpu_util_pct).collect();
         assert_eq!(util, [10.0, 40.0, 40.0, 40.0, 50.0, 50.0, 50.0]);
         assert!(notes.iter().any(|n| n.contains("does not list")));
+    }
+
+    #[test]
+    fn a_gpu_with_more_memory_than_a_profile_may_hold_is_refused_up_front() {
+        let d = |memory_mib| DeviceInfo {
+            index: 0,
+            name: "NVIDIA B200".into(),
+            architecture: "Blackwell".into(),
+            memory_mib,
+            cores: 0,
+            pcie_gbps: 0.0,
+        };
+        let e = check_device(&d(183_359.0)).unwrap_err().to_string();
+        assert!(e.contains("NVIDIA B200") && e.contains("183359 MiB") && e.contains("nothing was run"), "{e}");
+        assert!(check_device(&d(dqngpu_model::gpu::max_memory_mib())).is_ok());
     }
 
     #[test]
