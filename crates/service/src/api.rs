@@ -144,14 +144,7 @@ async fn submit(
     // look at (the program on PATH, the profiles) may have changed since the job was queued.
     if let Some(k) = key.as_deref() {
         if let Some(rec) = s.core.store.job_by_key(k)? {
-            let sent = NewJob {
-                app: req.app,
-                command: req.command,
-                env: req.env,
-                input_size_mb: req.input_size_mb,
-                params: req.params,
-            };
-            same_request(&rec, &sent, k)?;
+            same_request(&rec, &NewJob::from(req), k)?;
             return Ok((StatusCode::OK, Json(Submitted { id: rec.id, state: rec.state })).into_response());
         }
     }

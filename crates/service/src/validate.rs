@@ -131,7 +131,14 @@ pub fn submission(r: SubmitRequest) -> Result<NewJob, ApiError> {
             return Err(bad(format!("field `params`: over {MAX_ARG_BYTES} bytes")));
         }
     }
-    Ok(NewJob { app: r.app, command: r.command, env: r.env, input_size_mb: r.input_size_mb, params: r.params })
+    Ok(NewJob::from(r))
+}
+
+impl From<SubmitRequest> for NewJob {
+    /// The request as a job, unchecked ([`submission`] checks it first).
+    fn from(r: SubmitRequest) -> Self {
+        NewJob { app: r.app, command: r.command, env: r.env, input_size_mb: r.input_size_mb, params: r.params }
+    }
 }
 
 /// An `Idempotency-Key`: 1-200 visible ASCII characters.
