@@ -40,6 +40,13 @@ fn ok(args: &[&str]) -> String {
     text(&o)
 }
 
+/// [`ok`], standard output alone (JSON a warning on stderr must not follow).
+fn ok_stdout(args: &[&str]) -> String {
+    let o = dqngpu(args);
+    assert!(o.status.success(), "dqngpu {args:?} failed: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 #[test]
 fn run_without_a_driver_names_what_it_looked_for_and_runs_nothing() {
     let d = test_dir("nodriver");
@@ -160,6 +167,14 @@ fn import_ls_show_export_and_simulate_from_the_library() {
     let t = ok(&["profile", "show", "lammps", "--library", lib_s, "--png", png.to_str().unwrap()]);
     assert!(t.contains("PCIe TX+RX (MB/s)") && t.contains('█'), "{t}");
     assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    // Its folder is made; a file that cannot be written is named with the OS's reason, not a
+    // plotting library's debug dump.
+    let deep = d.join("plots/deep/lammps.png");
+    ok(&["profile", "show", "lammps", "--library", lib_s, "--png", deep.to_str().unwrap()]);
+    assert!(deep.is_file());
+    let o = dqngpu(&["profile", "show", "lammps", "--library", lib_s, "--png", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!text(&o).contains("ImageError") && text(&o).contains("cannot write it"), "{}", text(&o));
     let t = ok(&["profile", "show", "resnet-2", "--library", lib_s]);
     assert!(t.contains("resnet-2"), "{t}");
     let o = dqngpu(&["profile", "show", "resnet", "--library", lib_s]);
@@ -179,7 +194,7 @@ fn import_ls_show_export_and_simulate_from_the_library() {
     assert_eq!(read_dir_library(&lib).unwrap().apps.len(), 3);
     let jobs = d.join("jobs.csv");
     std::fs::write(&jobs, "id,app,submit_s\n0,lammps,0\n1,resnet,0\n2,resnet-2,5\n").unwrap();
-    let out = ok(&[
+    let out = ok_stdout(&[
         "simulate",
         "--jobs",
         jobs.to_str().unwrap(),
@@ -307,6 +322,12 @@ fn profiles_posted_to_the_real_service_are_listed_unchanged() {
         assert_eq!(row["mean_gpu_util_pct"].as_f64(), Some(s.mean.gpu_util_pct));
         assert_eq!(row["peak_gpu_mem_mib"].as_f64(), Some(s.peak.gpu_mem_mib));
         assert_eq!(row["samples"].as_u64(), Some(p.samples.len() as u64));
+        // The service has summaries, no curves: shown with a note (exit 0), and a plot of it
+        // is refused.
+        let o = dqngpu(&["profile", "show", "vgg", "--server", &url]);
+        assert!(o.status.success() && text(&o).contains("no curves"), "{}", text(&o));
+        let o = dqngpu(&["profile", "show", "vgg", "--server", &url, "--png", "x.png"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     });
     let _ = child.kill();
     let _ = child.wait();
@@ -430,7 +451,7 @@ fn simulate_h200(sched: &str, model: &str) -> (Value, Vec<Value>) {
         "--format",
         "json",
     ];
-    let sim: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let sim: Value = serde_json::from_str(&ok_stdout(&args)).unwrap();
     let mut js: Vec<Value> = sim["jobs"].as_array().unwrap().clone();
     js.sort_by_key(|j| j["id"].as_u64());
     (sim, js)

@@ -70,6 +70,12 @@ fn register_font() {
 pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<(), ProfilerError> {
     register_font();
     let err = |e: String| ProfilerError::Plot { path: path.to_path_buf(), message: e };
+    // Its folder is made, and a file that cannot be written is named with the OS's reason
+    // here: the plotting library would report it only at the end, as a debug dump.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create its folder: {e}")))?;
+    }
+    std::fs::File::create(path).map_err(|e| err(format!("cannot write it: {e}")))?;
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let title = format!("{}: {} samples every {} s ({:.0} s)", p.app.name, p.samples.len(), p.interval_s, p.solo_s());

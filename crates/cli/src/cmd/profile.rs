@@ -505,8 +505,13 @@ fn load_one(name: &str, source: &SourceArgs) -> anyhow::Result<Entry> {
 fn show(a: ShowArgs) -> anyhow::Result<()> {
     let e = load_one(&a.name, &a.source)?;
     let Some(p) = &e.profile else {
+        // The service keeps summaries: shown, and not a failure unless a plot was asked for.
+        if a.png.is_some() {
+            bail!("--png: the service lists summaries only; no curves for `{}` (show a library file instead)", e.key);
+        }
         println!("{}", serde_json::to_string_pretty(&summary_row(&e))?);
-        bail!("the service lists summaries only; no curves for `{}` (show a library file instead)", e.key);
+        eprintln!("note: the service lists summaries only; no curves for `{}` (show a library file instead)", e.key);
+        return Ok(());
     };
     let s = p.summary();
     let kind = serde_json::to_value(p.app.kind)?;
