@@ -31,8 +31,8 @@ pub use gpu::GpuSpec;
 pub use job::{JobId, JobSet, JobSpec, WorkloadClass};
 pub use library::AppLibrary;
 pub use policy::{
-    liveness_start, validate_decision, Admission, ClusterView, DecisionError, GpuState, Placement, Policy, QueuedJob,
-    RunningJob,
+    fits_alone, liveness_start, validate_decision, Admission, ClusterView, DecisionError, GpuState, Placement, Policy,
+    QueuedJob, RunningJob,
 };
 pub use profile::{AppInfo, AppKind, AppProfile, Derived, ProfileSummary, ProfileTotals, RecordedOn};
 pub use resources::{Resource, Resources};

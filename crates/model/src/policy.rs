@@ -223,6 +223,20 @@ pub fn liveness_start(view: &ClusterView<'_>, decision: &[Placement]) -> Option<
     })
 }
 
+/// True when every waiting job of `p` alone fits its GPU's memory at its peak (it starts from
+/// the beginning of its profile). A group that fails this can only be killed out of memory,
+/// for ever: the callers (the simulator, the service) drop it, as they apply the liveness
+/// rule, whatever the policy.
+pub fn fits_alone(view: &ClusterView<'_>, p: &Placement) -> bool {
+    let Some(gpu) = view.gpus.get(p.gpu) else { return true };
+    p.jobs.iter().all(|id| {
+        view.queue
+            .iter()
+            .find(|q| q.id == *id)
+            .is_none_or(|q| q.profile.peak_from(0).gpu_mem_mib <= gpu.spec.memory_mib)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -351,6 +351,20 @@ impl Placer {
                 Vec::new()
             }
         };
+        // A group with a job whose peak alone passes its GPU's memory would only be killed out
+        // of memory, as the simulator drops it (a policy that reads mean memory places so).
+        let (decision, unfit): (Vec<dqngpu_model::Placement>, Vec<dqngpu_model::Placement>) =
+            decision.into_iter().partition(|p| dqngpu_model::fits_alone(&view, p));
+        for p in &unfit {
+            let detail = format!(
+                "policy `{}` placed jobs {:?} on GPU {} where one's peak alone cannot fit; dropped",
+                self.policy.name(),
+                p.jobs,
+                p.gpu
+            );
+            tracing::warn!("{detail}");
+            self.core.store.event(None, "unfit_placement", &detail, now)?;
+        }
         // The slowdown budget, for every policy, before the liveness rule, as the simulator
         // applies it: groups predicted to slow a job on their GPU past it wait.
         let decision = match self.core.cfg.max_slowdown {

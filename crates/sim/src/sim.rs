@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use dqngpu_interference::{Interference, JobLoad};
 use dqngpu_model::{
-    liveness_start, validate_decision, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId, JobSet,
-    Location, ModelError, Placement, QueuedJob, Resources, RunningJob,
+    fits_alone, liveness_start, validate_decision, AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId,
+    JobSet, Location, ModelError, Placement, QueuedJob, Resources, RunningJob,
 };
 
 use crate::budget::within_budget;
@@ -482,18 +482,6 @@ impl Simulator {
         !self.queue.is_empty() && (self.decision_pending || tick)
     }
 
-    /// True when every job of `p` alone fits its GPU's memory at its peak (a waiting job
-    /// starts from the beginning of its profile).
-    fn fits_alone(&self, p: &Placement) -> bool {
-        let Some(gpu) = self.gpus.get(p.gpu) else { return true };
-        p.jobs.iter().all(|id| {
-            self.queue
-                .iter()
-                .find(|q| q.id == *id)
-                .is_none_or(|q| q.profile.peak_from(0).gpu_mem_mib <= gpu.spec.memory_mib)
-        })
-    }
-
     /// The snapshot a policy decides on. It borrows the simulator's own state (no copy).
     pub fn view(&self) -> ClusterView<'_> {
         ClusterView { now_s: self.now_s, gpus: &self.gpus, queue: &self.queue }
@@ -518,11 +506,11 @@ impl Simulator {
         // 8 GB card, its 8.5 GB peak): dropped, counted and logged; the liveness rule below
         // then starts a waiting job where it fits.
         let fitting;
-        let decision = if decision.iter().all(|p| self.fits_alone(p)) {
+        let decision = if decision.iter().all(|p| fits_alone(&self.view(), p)) {
             decision
         } else {
             let (kept, unfit): (Vec<Placement>, Vec<Placement>) =
-                decision.iter().cloned().partition(|p| self.fits_alone(p));
+                decision.iter().cloned().partition(|p| fits_alone(&self.view(), p));
             self.unfit_drops += unfit.len() as u64;
             if self.config.record_events {
                 for p in unfit {

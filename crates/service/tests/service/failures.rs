@@ -95,6 +95,43 @@ async fn a_policy_that_never_places_is_overruled_by_the_liveness_rule() {
     assert_eq!(jobs, vec![a as i64, b as i64]);
 }
 
+/// A policy that places the oldest waiting job on GPU 0 whenever it is idle, whatever its
+/// memory (as DeepRM Mean does, reading mean memory).
+struct OnGpuZero;
+impl dqngpu_model::Policy for OnGpuZero {
+    fn name(&self) -> &str {
+        "test-on-gpu-zero"
+    }
+    fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        match (view.gpus[0].is_idle(), view.queue.first()) {
+            (true, Some(q)) => vec![dqngpu_model::Placement { gpu: 0, jobs: vec![q.id] }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A group with a job whose peak alone passes its GPU's memory is dropped (logged as
+/// `unfit_placement`), as the simulator drops it, and the job runs where it fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_that_can_never_fit_is_dropped_and_the_job_runs_where_it_fits() {
+    use crate::util::{call, config, profile_json};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cfg = config(data.clone(), "m60,titanxp");
+    let service = dqngpu_service::Service::start(cfg, std::sync::Arc::new(OnGpuZero), None).unwrap();
+    let router = service.router(&dqngpu_service::HttpConfig::default());
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("big", 10_000.0, 10.0, 5)), &[]).await;
+    assert_eq!(s, axum::http::StatusCode::CREATED);
+    let id = submit(&router, "big", &["true"]).await;
+    let v = wait_final(&router, id).await;
+    assert_eq!((v["state"].as_str(), v["gpu"].as_u64()), (Some("succeeded"), Some(1)), "{v}");
+    assert_eq!(v["failures"], 0, "{v}");
+    service.stop().await;
+    let db = rusqlite::Connection::open(data.join("dqngpu.sqlite")).unwrap();
+    let n: i64 = db.query_row("SELECT COUNT(*) FROM events WHERE kind = 'unfit_placement'", [], |r| r.get(0)).unwrap();
+    assert!(n > 0);
+}
+
 /// A policy that starts every waiting job on GPU 0 at once.
 struct PackAll;
 impl dqngpu_model::Policy for PackAll {
