@@ -38,7 +38,7 @@ pub fn label(rows: &mut [SummaryRow], cell: &CellConfig) {
 /// The main setting as a cell (its rows are labelled `main`).
 pub fn main_cell(cfg: &ExperimentConfig) -> CellConfig {
     CellConfig {
-        name: "main".into(),
+        name: crate::config::MAIN_CELL.into(),
         library: cfg.library.clone(),
         gpus: cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone()),
         jobs: cfg.workloads.jobs,
@@ -58,8 +58,7 @@ pub fn run(
     let mut out = Vec::new();
     for cell in &cfg.cells {
         let c = cell_config(cfg, cell);
-        let named =
-            |e: ExperimentError| ExperimentError::Run { what: format!("cell `{}`", cell.name), message: e.to_string() };
+        let named = |e: ExperimentError| ExperimentError::Cell { cell: cell.name.clone(), source: Box::new(e) };
         let setup = Setup::new(&c).map_err(named)?;
         let budget = cell.max_slowdown_pct.map(|p| p / 100.0);
         let make_policy = |name: &str, seed: u64| crate::policy_for(trained, name, seed, budget, &setup);
