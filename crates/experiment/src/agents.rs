@@ -223,6 +223,21 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
 mod tests {
     use super::*;
 
+    /// The scorer's phases each count from 1; the recorded curve numbers them on.
+    #[test]
+    fn curve_iterations_are_numbered_on_through_the_phases() {
+        let stats = |iteration| dqngpu_rl::reinforce::IterStats {
+            iteration,
+            mean_return: -1.0,
+            mean_score: 10.0,
+            mean_steps: 1.0,
+            elapsed_s: 0.0,
+            lr: 1e-3,
+        };
+        let points = curve_points(&[stats(1), stats(2), stats(1), stats(2)]);
+        assert_eq!(points.iter().map(|p| p.iteration).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    }
+
     /// `training.time_limit_s` stops the scorer too, and its record says so.
     #[test]
     fn the_time_limit_cuts_the_scorers_training_short() {
