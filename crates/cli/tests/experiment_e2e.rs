@@ -424,6 +424,8 @@ fn deeprm_eval_refuses_the_models_training_seed() {
     let o = run(&["deeprm", "train", "--iterations", "0", "--jobsets", "1", "--quiet", "-o", "d.safetensors"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.0.join("d.json")).unwrap()).unwrap();
+    // The sidecar records the checksum of the weights it was saved with.
+    assert_eq!(meta["weights_fnv1a64"].as_str().map(str::len), Some(16), "{meta}");
     let seed = meta["train"]["seed"].as_u64().unwrap().to_string();
     let o = run(&["deeprm", "eval", "--model", "d.safetensors", "--jobsets", "1", "--seed", &seed]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -69,3 +69,36 @@ pub fn run(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CellConfig;
+
+    /// A run that fails in a cell keeps its cause in the error's chain (here the simulator's:
+    /// an app larger than the GPU), not only the run's name.
+    #[test]
+    fn a_cells_failed_run_keeps_its_cause() {
+        let mut cfg = ExperimentConfig::default();
+        cfg.workloads.classes = vec!["mem_heavy".into()];
+        cfg.workloads.focus = "mem_heavy".into();
+        cfg.evaluation.seeds = 1;
+        cfg.cells = vec![CellConfig {
+            name: "lucid-small".into(),
+            library: "lucid".into(),
+            gpus: "titanxp:1".into(),
+            jobs: 5,
+            arrival_rate: None,
+            max_slowdown_pct: None,
+        }];
+        let e = run(&cfg, &["sjf".into()], &[], &[], &ProgressBar::hidden()).unwrap_err();
+        let mut chain = vec![e.to_string()];
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            chain.push(c.to_string());
+            cause = c.source();
+        }
+        let all = chain.join(" | ");
+        assert!(all.contains("lucid-small") && all.contains("largest GPU"), "{all}");
+    }
+}
