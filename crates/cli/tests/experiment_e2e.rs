@@ -329,7 +329,7 @@ fn a_bad_cell_or_out_dir_fails_before_any_work_even_under_quick() {
     std::fs::write(&cfg, cells).unwrap();
     let o = experiment(Some(&cfg), &d.0.join("out"));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(o.status.code(), Some(2), "an unknown GPU model is a usage error: {err}");
     assert!(err.contains("exp.toml") && err.contains("cells[0].gpus") && err.contains("nosuchgpu"), "{err}");
     assert!(!d.0.join("out").exists(), "no work and no output before the check");
     // An out path that is a file, and a directory of the user's with a report.md of its own.
@@ -345,4 +345,92 @@ fn a_bad_cell_or_out_dir_fails_before_any_work_even_under_quick() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("report.md"), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(mine.join("report.md")).unwrap(), "my notes");
+}
+
+/// A small experiment of heuristics only (no training): one class, two rules, six jobs.
+const SMALL: &str = "step_s = 60.0\ncells = []\n[workloads]\nclasses = ['random']\nfocus = 'random'\njobs = 6\n\
+                     [schedulers]\nnames = ['sjf', 'fifo']\n";
+
+fn experiment_in(d: &Path, cfg_text: &str, extra: &[&str], out: &Path) -> std::process::Output {
+    let cfg = d.join("small.toml");
+    std::fs::write(&cfg, cfg_text).unwrap();
+    Command::new(BIN)
+        .args(["experiment", "--no-progress", "--config"])
+        .arg(&cfg)
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// `--quick --seeds 3` evaluates 3 seeds; `--quick` warns of the config's cells it leaves out;
+/// a step past the profiles' interval is warned of.
+#[test]
+fn quick_keeps_an_explicit_seeds_and_names_the_cells_it_drops() {
+    let d = TempDir::new("quickseeds");
+    let cells = "[[cells]]\nname = 'mine'\nlibrary = 'thesis'\ngpus = 'titanxp:1'\njobs = 6\n";
+    let out = d.0.join("out");
+    let text = format!("{}{cells}", SMALL.replace("cells = []\n", ""));
+    let o = experiment_in(&d.0, &text, &["--quick", "--seeds", "3"], &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let res: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(res["eval_seeds"].as_array().unwrap().len(), 3);
+    assert!(err.contains("--quick") && err.contains("mine"), "{err}");
+    assert!(err.contains("step_s 60") && err.contains("profile interval"), "{err}");
+}
+
+/// An experiment interrupted before results.json (written last) is rerun into the same
+/// --out; a stranger's file there still refuses it.
+#[test]
+fn an_interrupted_experiment_is_rerun_into_its_out_dir() {
+    let d = TempDir::new("interrupted");
+    let out = d.0.join("out");
+    assert!(experiment_in(&d.0, SMALL, &[], &out).status.success());
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    let o = experiment_in(&d.0, SMALL, &[], &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.join("results.json").is_file());
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    std::fs::write(out.join("notes.md"), "mine").unwrap();
+    let o = experiment_in(&d.0, SMALL, &[], &out);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no results.json"));
+}
+
+/// Config names unknown anywhere name the file and field and exit 2.
+#[test]
+fn unknown_names_in_the_config_name_file_and_field() {
+    let d = TempDir::new("fields");
+    for (text, field) in [
+        ("interference = 'bogus'\n", "interference"),
+        ("library = 'nolib'\n", "library"),
+        ("[cluster]\ngpus = 'bogus:1'\n", "cluster.gpus"),
+        ("[workloads]\nfocus = 'heavy'\n", "workloads.focus"),
+    ] {
+        let o = experiment_in(&d.0, text, &["--quick"], &d.0.join("out"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains("small.toml") && err.contains(field), "{text}: {err}");
+    }
+}
+
+/// `deeprm eval` refuses the model's own training seed for its evaluation sets.
+#[test]
+fn deeprm_eval_refuses_the_models_training_seed() {
+    let d = TempDir::new("deeprmseed");
+    let run = |args: &[&str]| Command::new(BIN).current_dir(&d.0).args(args).output().unwrap();
+    let o = run(&["deeprm", "train", "--iterations", "0", "--jobsets", "1", "--quiet", "-o", "d.safetensors"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(d.0.join("d.json")).unwrap()).unwrap();
+    // The sidecar records the checksum of the weights it was saved with.
+    assert_eq!(meta["weights_fnv1a64"].as_str().map(str::len), Some(16), "{meta}");
+    let seed = meta["train"]["seed"].as_u64().unwrap().to_string();
+    let o = run(&["deeprm", "eval", "--model", "d.safetensors", "--jobsets", "1", "--seed", &seed]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("--seed") && err.contains("d.json"), "{err}");
+    let other = (meta["train"]["seed"].as_u64().unwrap() + 1).to_string();
+    assert!(run(&["deeprm", "eval", "--model", "d.safetensors", "--jobsets", "1", "--seed", &other]).status.success());
 }

@@ -32,12 +32,14 @@ pub struct TrainedAgent {
     pub record: TrainingRecord,
 }
 
-/// A training curve as the results record it (non-finite values dropped).
+/// A training curve as the results record it (non-finite values dropped), its iterations
+/// numbered 1, 2, ... on through the phases (the scorer's restart at 1 in each).
 fn curve_points(curve: &[dqngpu_rl::reinforce::IterStats]) -> Vec<CurvePoint> {
     curve
         .iter()
-        .map(|s| CurvePoint {
-            iteration: s.iteration as u64,
+        .zip(1..)
+        .map(|(s, iteration)| CurvePoint {
+            iteration,
             mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
             mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
         })
@@ -186,14 +188,20 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
         improvement_near_tie: t.scorer_improvement_near_tie_pct / 100.0,
         ..ScorerRecipe::default()
     };
+    // `training.time_limit_s` stops the scorer as `train --time-limit-s` does.
+    let (limit, mut cut) = (t.time_limit_s, false);
     let (policy, report, curve) = st::train(&task, &tc, &recipe, &mut |s| {
         bar.set_position(s.iteration as u64);
         bar.set_message(format!("objective {:.0}", s.mean_score));
-        true
+        let go_on = limit.is_none_or(|l| started.elapsed().as_secs_f64() < l);
+        cut |= !go_on;
+        go_on
     })
     .map_err(rl)?;
     bar.finish_and_clear();
     let train_s = started.elapsed().as_secs_f64();
+    // Policy gradient runs once, then once more in each improvement round.
+    let planned = tc.iterations as u64 * (1 + t.scorer_improvement_rounds);
     Ok(TrainedAgent {
         name: "dqngpu".into(),
         policy: AgentPolicy::Scorer(policy),
@@ -202,12 +210,51 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
             workloads: t.workloads.clone(),
             seeds: (base..base + sets as u64).collect(),
             iterations: curve.len() as u64,
-            // Policy gradient runs once, then once more in each improvement round.
-            iterations_planned: tc.iterations as u64 * (1 + t.scorer_improvement_rounds),
-            stopped_by_time_limit: false,
+            iterations_planned: planned,
+            stopped_by_time_limit: cut && (curve.len() as u64) < planned,
             train_s,
             curve: curve_points(&curve),
             scorer: Some(report),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scorer's phases each count from 1; the recorded curve numbers them on.
+    #[test]
+    fn curve_iterations_are_numbered_on_through_the_phases() {
+        let stats = |iteration| dqngpu_rl::reinforce::IterStats {
+            iteration,
+            mean_return: -1.0,
+            mean_score: 10.0,
+            mean_steps: 1.0,
+            elapsed_s: 0.0,
+            lr: 1e-3,
+        };
+        let points = curve_points(&[stats(1), stats(2), stats(1), stats(2)]);
+        assert_eq!(points.iter().map(|p| p.iteration).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    }
+
+    /// `training.time_limit_s` stops the scorer too, and its record says so.
+    #[test]
+    fn the_time_limit_cuts_the_scorers_training_short() {
+        let mut cfg = ExperimentConfig::default().quick();
+        cfg.cells.clear();
+        cfg.training.scorer_iterations = 50;
+        cfg.training.scorer_improvement_rounds = 0;
+        cfg.training.time_limit_s = Some(1e-9);
+        let setup = Setup::new(&cfg).unwrap();
+        let bars = MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let agent = train_scorer(&cfg, &setup, &bars).unwrap();
+        let r = &agent.record;
+        assert!(
+            r.stopped_by_time_limit && r.iterations < r.iterations_planned,
+            "{} of {}",
+            r.iterations,
+            r.iterations_planned
+        );
+    }
 }

@@ -38,7 +38,7 @@ pub fn label(rows: &mut [SummaryRow], cell: &CellConfig) {
 /// The main setting as a cell (its rows are labelled `main`).
 pub fn main_cell(cfg: &ExperimentConfig) -> CellConfig {
     CellConfig {
-        name: "main".into(),
+        name: crate::config::MAIN_CELL.into(),
         library: cfg.library.clone(),
         gpus: cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone()),
         jobs: cfg.workloads.jobs,
@@ -58,8 +58,7 @@ pub fn run(
     let mut out = Vec::new();
     for cell in &cfg.cells {
         let c = cell_config(cfg, cell);
-        let named =
-            |e: ExperimentError| ExperimentError::Run { what: format!("cell `{}`", cell.name), message: e.to_string() };
+        let named = |e: ExperimentError| ExperimentError::Cell { cell: cell.name.clone(), source: Box::new(e) };
         let setup = Setup::new(&c).map_err(named)?;
         let budget = cell.max_slowdown_pct.map(|p| p / 100.0);
         let make_policy = |name: &str, seed: u64| crate::policy_for(trained, name, seed, budget, &setup);
@@ -69,4 +68,37 @@ pub fn run(
         out.extend(rows);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CellConfig;
+
+    /// A run that fails in a cell keeps its cause in the error's chain (here the simulator's:
+    /// an app larger than the GPU), not only the run's name.
+    #[test]
+    fn a_cells_failed_run_keeps_its_cause() {
+        let mut cfg = ExperimentConfig::default();
+        cfg.workloads.classes = vec!["mem_heavy".into()];
+        cfg.workloads.focus = "mem_heavy".into();
+        cfg.evaluation.seeds = 1;
+        cfg.cells = vec![CellConfig {
+            name: "lucid-small".into(),
+            library: "lucid".into(),
+            gpus: "titanxp:1".into(),
+            jobs: 5,
+            arrival_rate: None,
+            max_slowdown_pct: None,
+        }];
+        let e = run(&cfg, &["sjf".into()], &[], &[], &ProgressBar::hidden()).unwrap_err();
+        let mut chain = vec![e.to_string()];
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            chain.push(c.to_string());
+            cause = c.source();
+        }
+        let all = chain.join(" | ");
+        assert!(all.contains("lucid-small") && all.contains("largest GPU"), "{all}");
+    }
 }

@@ -427,19 +427,32 @@ impl ExperimentConfig {
     /// Reads and validates a config file.
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         let mut cfg = Self::from_toml(&dqngpu_model::error::read_file(path)?, Some(path))?;
-        // A relative cluster file is relative to the config file.
-        if let (Some(f), Some(dir)) = (&cfg.cluster.file, path.parent()) {
-            if Path::new(f).is_relative() && !dir.as_os_str().is_empty() {
-                cfg.cluster.file = Some(dir.join(f).to_string_lossy().into_owned());
-            }
-        }
+        // Relative paths are the config file's: its folder, made absolute, so that the
+        // config.toml written into --out replays from anywhere.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        cfg.resolve_paths_in(&dir);
         Ok(cfg)
+    }
+
+    /// Takes the cluster file and every library directory named relative to `dir` (a cluster
+    /// file always; a library when a directory of that name is there, `library::named_in`).
+    fn resolve_paths_in(&mut self, dir: &Path) {
+        if let Some(f) = self.cluster.file.as_mut().filter(|f| Path::new(f.as_str()).is_relative()) {
+            *f = dir.join(&*f).to_string_lossy().into_owned();
+        }
+        let libraries = std::iter::once(&mut self.library)
+            .chain(self.cells.iter_mut().map(|c| &mut c.library))
+            .chain(self.training.scorer_settings.iter_mut().flat_map(|s| s.libraries.iter_mut()));
+        for l in libraries {
+            *l = dqngpu_model::library::named_in(dir, l);
+        }
     }
 
     /// The TOML text of this config (what goes into the out dir).
     pub fn to_toml(&self) -> String {
         let body = toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise config: {e}\n"));
-        format!("# dqngpu experiment: the effective configuration of this run.\n{body}")
+        format!("{CONFIG_HEADER}\n{body}")
     }
 
     /// The small version `--quick` runs: 2 seeds, 10 jobs, `training.quick_iterations`.
@@ -460,7 +473,7 @@ impl ExperimentConfig {
         }
         self.training.scorer_iterations = self.training.quick_iterations;
         // Two cells, small: one with arrivals on several GPUs, the held-out library.
-        self.cells.retain(|c| c.name == "thesis-4x2-0.1" || c.name == "heldout-1gpu");
+        self.cells.retain(|c| QUICK_CELLS.contains(&c.name.as_str()));
         for c in &mut self.cells {
             c.jobs = c.jobs.min(10);
         }
@@ -477,9 +490,33 @@ impl ExperimentConfig {
         )
     }
 
-    /// The evaluation seeds.
+    /// The evaluation seeds (none when the range passes `u64::MAX`, which validation refuses).
     pub fn eval_seeds(&self) -> Vec<u64> {
-        (self.evaluation.first_seed..self.evaluation.first_seed.saturating_add(self.evaluation.seeds)).collect()
+        self.eval_range().map_or_else(Vec::new, Iterator::collect)
+    }
+
+    /// `first_seed .. first_seed + seeds`, unless that passes `u64::MAX`.
+    fn eval_range(&self) -> Option<std::ops::Range<u64>> {
+        let e = &self.evaluation;
+        Some(e.first_seed..e.first_seed.checked_add(e.seeds)?)
+    }
+
+    /// Every range of job-set seeds training draws from, with what draws it: the thesis's
+    /// agents' sets and, under the scorer, its training and validation sets
+    /// (`dqngpu_rl::scorer::train::{train_seed_base, validation_seed_base}`).
+    fn training_seed_ranges(&self) -> Vec<(&'static str, std::ops::Range<u64>)> {
+        use dqngpu_rl::scorer::train::{train_seed_base, validation_seed_base};
+        let t = &self.training;
+        let span = |first: u64, n: u64| first..first.saturating_add(n);
+        let mut ranges =
+            vec![("training seeds (training.first_seed, training.jobsets)", span(t.first_seed, t.jobsets))];
+        if t.algorithm == "scorer" {
+            let sets = t.scorer_settings.iter().map(|s| s.jobsets as u64).max().unwrap_or(0);
+            ranges.push(("scorer's training seeds (training.seed)", span(train_seed_base(t.seed), sets)));
+            let classes = t.workloads.len() as u64;
+            ranges.push(("scorer's validation seeds (training.seed)", span(validation_seed_base(t.seed), classes)));
+        }
+        ranges
     }
 
     /// The training seeds.
@@ -497,31 +534,67 @@ impl ExperimentConfig {
         self.schedulers.names.iter().map(|n| n.parse()).collect()
     }
 
-    /// Resolves every library and cluster the cells and the scorer's training settings name
-    /// (the main setting's are resolved by the run itself), so that a bad one fails before any
-    /// work, naming its field, rather than after the main evaluation or not at all (`--quick`
-    /// keeps only some cells).
+    /// Resolves every library, cluster and interference model the config names (the main
+    /// setting's, the cells', the scorer's training settings') and checks that each library has
+    /// every class drawn from it and each of those apps fits its cluster's largest GPU, so that
+    /// a bad one fails before any work, naming its field, rather than after training or not at
+    /// all (`--quick` keeps only some cells). An unknown name stays a usage error.
     pub fn check_references(&self, path: Option<&Path>) -> Result<(), ModelError> {
-        let named = |field: String, e: ModelError| {
-            ModelError::invalid(
-                Location { path: path.map(Path::to_path_buf), line: None, field: Some(field) },
-                e.to_string(),
-            )
+        let at = |field: String| {
+            let loc = Location { path: path.map(Path::to_path_buf), line: None, field: Some(field) };
+            move |e: ModelError| e.at(loc)
         };
+        dqngpu_interference::by_name(&self.interference).map_err(at("interference".into()))?;
+        let classes = self.classes().map_err(at("workloads.classes".into()))?;
+        let library = dqngpu_model::library::resolve(&self.library).map_err(at("library".into()))?;
+        let cluster = match &self.cluster.file {
+            Some(f) => dqngpu_model::ClusterSpec::read(Path::new(f)).map_err(at("cluster.file".into()))?,
+            None => dqngpu_model::ClusterSpec::parse_gpus(&self.cluster.gpus).map_err(at("cluster.gpus".into()))?,
+        };
+        let cluster_field = if self.cluster.file.is_some() { "cluster.file" } else { "cluster.gpus" };
+        check_fits(&library, &cluster, &classes)
+            .map_err(|(f, e)| at(if f == "gpus" { cluster_field.into() } else { f.into() })(e))?;
         for (i, c) in self.cells.iter().enumerate() {
-            dqngpu_model::library::resolve(&c.library).map_err(|e| named(format!("cells[{i}].library"), e))?;
-            dqngpu_model::ClusterSpec::parse_gpus(&c.gpus).map_err(|e| named(format!("cells[{i}].gpus"), e))?;
+            let library = dqngpu_model::library::resolve(&c.library).map_err(at(format!("cells[{i}].library")))?;
+            let cluster = dqngpu_model::ClusterSpec::parse_gpus(&c.gpus).map_err(at(format!("cells[{i}].gpus")))?;
+            check_fits(&library, &cluster, &classes).map_err(|(f, e)| at(format!("cells[{i}].{f}"))(e))?;
         }
         if self.training.algorithm == "scorer" {
+            let classes: Vec<WorkloadClass> = self.training.workloads.iter().filter_map(|c| c.parse().ok()).collect();
             for (i, st) in self.training.scorer_settings.iter().enumerate() {
                 let field = |f: String| format!("training.scorer_settings[{i}].{f}");
+                let cluster = dqngpu_model::ClusterSpec::parse_gpus(&st.gpus).map_err(at(field("gpus".into())))?;
                 for (j, l) in st.libraries.iter().enumerate() {
-                    dqngpu_model::library::resolve(l).map_err(|e| named(field(format!("libraries[{j}]")), e))?;
+                    let library = dqngpu_model::library::resolve(l).map_err(at(field(format!("libraries[{j}]"))))?;
+                    let lib_field = format!("libraries[{j}]");
+                    check_fits(&library, &cluster, &classes)
+                        .map_err(|(f, e)| at(field(if f == "gpus" { f.into() } else { lib_field.clone() }))(e))?;
                 }
-                dqngpu_model::ClusterSpec::parse_gpus(&st.gpus).map_err(|e| named(field("gpus".into()), e))?;
             }
         }
         Ok(())
+    }
+
+    /// A warning for each library the evaluation draws from (the main setting's, the cells')
+    /// whose shortest profile interval is shorter than `step_s`: each step runs the sample in
+    /// force at its start, so samples in between are skipped (docs/SIMULATOR.md; `simulate`
+    /// warns the same). Libraries that cannot be resolved are [`Self::check_references`]' to name.
+    pub fn step_warnings(&self) -> Vec<String> {
+        let libraries = std::iter::once(&self.library).chain(self.cells.iter().map(|c| &c.library));
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for name in libraries.filter(|l| seen.insert(*l)) {
+            let Ok(library) = dqngpu_model::library::resolve(name) else { continue };
+            let shortest = library.apps.values().map(|p| p.interval_s).fold(f64::INFINITY, f64::min);
+            if self.step_s > shortest * (1.0 + 1e-9) {
+                out.push(format!(
+                    "warning: step_s {} is longer than the shortest profile interval of library `{name}` ({shortest} s): \
+                     each step runs the sample in force at its start, so samples in between are skipped",
+                    self.step_s
+                ));
+            }
+        }
+        out
     }
 
     /// Checks ranges, names that can be checked here, and that evaluation never reuses a training seed.
@@ -529,11 +602,12 @@ impl ExperimentConfig {
     /// One piece on purpose (about 130 lines): a flat list of independent checks in the file's
     /// order, each naming its field; read top to bottom, it is the config's contract.
     pub fn validate(&self, path: Option<&Path>) -> Result<(), ModelError> {
-        let bad = |field: &str, msg: String| {
-            ModelError::invalid(
-                Location { path: path.map(Path::to_path_buf), line: None, field: Some(field.into()) },
-                msg,
-            )
+        let loc = |field: &str| Location { path: path.map(Path::to_path_buf), line: None, field: Some(field.into()) };
+        let bad = |field: &str, msg: String| ModelError::invalid(loc(field), msg);
+        // An unknown name stays a usage error (exit 2), said to be at its field.
+        let at = |field: &str| {
+            let at = loc(field);
+            move |e: ModelError| e.at(at)
         };
         if let Some(b) = self.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
             return Err(bad("max_slowdown_pct", format!("{b} is not a percentage >= 0")));
@@ -544,19 +618,19 @@ impl ExperimentConfig {
         if self.workloads.classes.is_empty() {
             return Err(bad("workloads.classes", "no workload class".into()));
         }
-        let classes = self.classes()?;
+        let classes = self.classes().map_err(at("workloads.classes"))?;
         if let Some(k) = (1..classes.len()).find(|&k| classes[..k].contains(&classes[k])) {
             return Err(bad("workloads.classes", format!("`{}` is listed twice", classes[k])));
         }
-        let focus: WorkloadClass = self.workloads.focus.parse()?;
-        if !self.classes()?.contains(&focus) {
+        let focus: WorkloadClass = self.workloads.focus.parse().map_err(at("workloads.focus"))?;
+        if !classes.contains(&focus) {
             return Err(bad("workloads.focus", format!("`{}` is not one of workloads.classes", self.workloads.focus)));
         }
         if self.training.workloads.is_empty() {
             return Err(bad("training.workloads", "no workload class".into()));
         }
-        for c in &self.training.workloads {
-            c.parse::<WorkloadClass>()?;
+        for (i, c) in self.training.workloads.iter().enumerate() {
+            c.parse::<WorkloadClass>().map_err(at(&format!("training.workloads[{i}]")))?;
         }
         let guard = self.training.scorer_makespan_guard;
         if !(guard.is_finite() && guard >= 0.0) {
@@ -572,8 +646,11 @@ impl ExperimentConfig {
         if self.training.scorer_restarts == 0 {
             return Err(bad("training.scorer_restarts", "0: at least one training must run".into()));
         }
-        if self.training.episodes == 0 || self.training.jobsets_per_iter == 0 {
-            return Err(bad("training.episodes", "episodes and jobsets_per_iter must be at least 1".into()));
+        if self.training.episodes == 0 {
+            return Err(bad("training.episodes", "0: at least one episode per job set".into()));
+        }
+        if self.training.jobsets_per_iter == 0 {
+            return Err(bad("training.jobsets_per_iter", "0: at least one job set per iteration".into()));
         }
         if !(self.training.lr.is_finite() && self.training.lr > 0.0) {
             return Err(bad("training.lr", format!("{} is not a positive learning rate", self.training.lr)));
@@ -590,14 +667,14 @@ impl ExperimentConfig {
         if self.schedulers.names.is_empty() {
             return Err(bad("schedulers.names", "no scheduler".into()));
         }
-        let names = self.schedulers()?;
+        let names = self.schedulers().map_err(at("schedulers.names"))?;
         let mut seen = std::collections::HashSet::new();
         for n in &names {
             if !seen.insert(*n) {
                 return Err(bad("schedulers.names", format!("`{n}` is listed twice")));
             }
         }
-        if !names.contains(&self.schedulers.baseline.parse()?) {
+        if !names.contains(&self.schedulers.baseline.parse().map_err(at("schedulers.baseline"))?) {
             return Err(bad(
                 "schedulers.baseline",
                 format!("`{}` is not in schedulers.names", self.schedulers.baseline),
@@ -607,13 +684,21 @@ impl ExperimentConfig {
         if self.evaluation.seeds == 0 || self.evaluation.seeds > 100_000 {
             return Err(bad("evaluation.seeds", format!("{}; expected 1..=100000", self.evaluation.seeds)));
         }
-        let train = self.training.first_seed..self.training.first_seed.saturating_add(self.training.jobsets);
-        let eval = self.evaluation.first_seed..self.evaluation.first_seed.saturating_add(self.evaluation.seeds);
-        if train.start < eval.end && eval.start < train.end {
-            return Err(bad(
+        let eval = self.eval_range().ok_or_else(|| {
+            bad(
                 "evaluation.first_seed",
-                format!("evaluation seeds {eval:?} overlap the training seeds {train:?}; evaluation must use unseen job sets"),
-            ));
+                format!("{} + {} seeds passes the largest seed", self.evaluation.first_seed, self.evaluation.seeds),
+            )
+        })?;
+        for (what, train) in self.training_seed_ranges() {
+            if train.start < eval.end && eval.start < train.end {
+                return Err(bad(
+                    "evaluation.first_seed",
+                    format!(
+                        "evaluation seeds {eval:?} overlap the {what} {train:?}; evaluation must use unseen job sets"
+                    ),
+                ));
+            }
         }
         if self.training.jobsets == 0 || self.training.jobsets > MAX_JOBSETS as u64 {
             return Err(bad("training.jobsets", format!("{}; expected 1..={MAX_JOBSETS}", self.training.jobsets)));
@@ -658,8 +743,9 @@ impl ExperimentConfig {
         let mut names = std::collections::HashSet::new();
         for (i, c) in self.cells.iter().enumerate() {
             let field = |f: &str| format!("cells[{i}].{f}");
-            if c.name.trim().is_empty() || !names.insert(c.name.as_str()) {
-                return Err(bad(&field("name"), format!("`{}` is empty or used twice", c.name)));
+            check_cell_name(&c.name).map_err(|m| bad(&field("name"), m))?;
+            if !names.insert(c.name.as_str()) {
+                return Err(bad(&field("name"), format!("`{}` is used twice", c.name)));
             }
             if c.jobs == 0 || c.jobs > 10_000 {
                 return Err(bad(&field("jobs"), format!("{} jobs; expected 1..=10000", c.jobs)));
@@ -695,6 +781,49 @@ impl ExperimentConfig {
         }
         Ok(())
     }
+}
+
+/// Checks that `library` has an app of every class in `classes` and that each such app fits
+/// the largest GPU of `cluster`: a job set drawn from there could not run otherwise. An error
+/// comes with the field at fault, `library` (a class it lacks) or `gpus` (an app too large).
+fn check_fits(
+    library: &dqngpu_model::AppLibrary,
+    cluster: &dqngpu_model::ClusterSpec,
+    classes: &[WorkloadClass],
+) -> Result<(), (&'static str, ModelError)> {
+    let largest = cluster.max_gpu_memory_mib();
+    for &class in classes {
+        let members = library.class_members(class).map_err(|e| ("library", e))?;
+        for app in members {
+            let profile = library.get(app).map_err(|e| ("library", e))?;
+            profile.check_fits_memory(largest).map_err(|e| ("gpus", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The cells `--quick` keeps (when the config has them): one with arrivals on several GPUs,
+/// the held-out library.
+pub const QUICK_CELLS: [&str; 2] = ["thesis-4x2-0.1", "heldout-1gpu"];
+
+/// The first line of every `config.toml` the experiment writes (how `--out` tells an
+/// interrupted experiment's directory from a user's).
+pub const CONFIG_HEADER: &str = "# dqngpu experiment: the effective configuration of this run.";
+
+/// The name the main setting's rows carry (`cell` column); no custom cell may take it.
+pub const MAIN_CELL: &str = "main";
+
+/// A cell's name goes unquoted into CSV columns and the report's headings, so it is 1-64 of
+/// letters, digits, `.`, `_`, `-`, and not the main setting's.
+fn check_cell_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(allowed) {
+        return Err(format!("`{name}`: a cell name is 1-64 of letters, digits, `.`, `_`, `-`"));
+    }
+    if name == MAIN_CELL {
+        return Err(format!("`{name}` is the main setting's name; its rows would merge with the main setting's"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -798,6 +927,143 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("training.scorer_improvement_near_tie_pct") && e.contains("-1"), "{e}");
+    }
+
+    /// A custom cell named `main` would merge with the main setting's rows; a name with a
+    /// comma or a quote would break the CSVs' columns.
+    #[test]
+    fn a_cell_name_is_plain_and_not_the_main_settings() {
+        let p = Some(Path::new("exp.toml"));
+        let cell =
+            |name: &str| format!("[[cells]]\nname = '{name}'\nlibrary = 'thesis'\ngpus = 'titanxp:1'\njobs = 10\n");
+        let e = ExperimentConfig::from_toml(&cell(MAIN_CELL), p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("cells[0].name") && e.contains("main setting"), "{e}");
+        for bad in ["a,b \"q\"", "", "x y", "é", &"x".repeat(65)] {
+            let e = ExperimentConfig::from_toml(&cell(bad), p).unwrap_err().to_string();
+            assert!(e.contains("exp.toml") && e.contains("cells[0].name") && e.contains("1-64"), "{bad}: {e}");
+        }
+        for good in ["thesis-4x2-0.1", "A_b.9", &"x".repeat(64)] {
+            ExperimentConfig::from_toml(&cell(good), p).unwrap();
+        }
+    }
+
+    /// Evaluation seeds are checked against every seed training draws: the thesis agents',
+    /// and the scorer's training and validation sets (`dqngpu_rl::scorer::train`).
+    #[test]
+    fn evaluation_seeds_never_meet_the_scorers_training_or_validation_seeds() {
+        use dqngpu_rl::scorer::train::{train_seed_base, validation_seed_base};
+        let p = Some(Path::new("exp.toml"));
+        let c = ExperimentConfig::default();
+        for (first, what) in
+            [(train_seed_base(c.training.seed), "training"), (validation_seed_base(c.training.seed), "validation")]
+        {
+            let e = ExperimentConfig::from_toml(&format!("[evaluation]\nfirst_seed = {first}\n"), p)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("evaluation.first_seed") && e.contains(what) && e.contains("training.seed"), "{e}");
+            // The thesis's agents alone do not draw from there.
+            let thesis = format!("[evaluation]\nfirst_seed = {first}\n[training]\nalgorithm = 'thesis'\n");
+            ExperimentConfig::from_toml(&thesis, p).unwrap();
+        }
+    }
+
+    /// A seed range past `u64::MAX` is refused rather than cut short.
+    #[test]
+    fn an_evaluation_range_that_overflows_is_refused() {
+        let p = Some(Path::new("exp.toml"));
+        let e = ExperimentConfig::from_toml(&format!("[evaluation]\nfirst_seed = {}\n", u64::MAX - 3), p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exp.toml") && e.contains("evaluation.first_seed"), "{e}");
+        let c = ExperimentConfig::from_toml(&format!("[evaluation]\nfirst_seed = {}\n", u64::MAX - 10), p).unwrap();
+        assert_eq!(c.eval_seeds().len(), 10);
+    }
+
+    /// Unknown names are usage errors that name the file and the field.
+    #[test]
+    fn unknown_names_name_file_and_field_and_stay_usage_errors() {
+        let p = Some(Path::new("exp.toml"));
+        for (text, field) in [
+            ("[workloads]\nclasses = ['heavy']\n", "workloads.classes"),
+            ("[workloads]\nfocus = 'heavy'\n", "workloads.focus"),
+            ("[training]\nworkloads = ['random', 'heavy']\n", "training.workloads[1]"),
+            ("[schedulers]\nnames = ['sjf', 'bogus']\n", "schedulers.names"),
+            ("[schedulers]\nbaseline = 'bogus'\n", "schedulers.baseline"),
+        ] {
+            let e = ExperimentConfig::from_toml(text, p).unwrap_err();
+            let m = e.to_string();
+            assert!(e.is_usage() && m.contains("exp.toml") && m.contains(field), "{text}: {m}");
+        }
+        for (text, field) in [
+            ("library = 'nolib'\n", "library"),
+            ("interference = 'bogus'\n", "interference"),
+            ("[cluster]\ngpus = 'bogus:1'\n", "cluster.gpus"),
+        ] {
+            let c = ExperimentConfig::from_toml(text, p).unwrap();
+            let e = c.check_references(p).unwrap_err();
+            let m = e.to_string();
+            assert!(e.is_usage() && m.contains("exp.toml") && m.contains(field), "{text}: {m}");
+        }
+        let e = ExperimentConfig::from_toml("[training]\njobsets_per_iter = 0\n", p).unwrap_err().to_string();
+        assert!(e.contains("training.jobsets_per_iter"), "{e}");
+    }
+
+    /// A cell or a training setting that no job set could run in fails before any training,
+    /// saying why: an app larger than the GPU, a class the library lacks.
+    #[test]
+    fn a_library_that_cannot_run_in_its_setting_is_refused_up_front() {
+        let p = Some(Path::new("exp.toml"));
+        let mut c = ExperimentConfig {
+            cells: vec![CellConfig::new("lucid-small", "lucid", "titanxp:1", 10, None, None)],
+            ..Default::default()
+        };
+        let e = c.check_references(p).unwrap_err().to_string();
+        assert!(
+            e.contains("exp.toml") && e.contains("cells[0].gpus") && e.contains("MiB") && e.contains("largest GPU"),
+            "{e}"
+        );
+        c.cells = vec![CellConfig::new("onegen", "generated:1:1", "titanxp:1", 10, None, None)];
+        let e = c.check_references(p).unwrap_err().to_string();
+        assert!(e.contains("cells[0].library") && e.contains("workload class"), "{e}");
+        c.cells.clear();
+        c.training.scorer_settings[0].libraries.push("generated:1:1".into());
+        let e = c.check_references(p).unwrap_err().to_string();
+        assert!(e.contains("training.scorer_settings[0].libraries[1]") && e.contains("workload class"), "{e}");
+    }
+
+    /// A step longer than a library's profile interval is warned of, as `simulate` does.
+    #[test]
+    fn a_step_longer_than_the_profile_interval_is_warned_of() {
+        let c = ExperimentConfig { cells: Vec::new(), ..Default::default() };
+        let shortest = dqngpu_model::library::resolve("thesis")
+            .unwrap()
+            .apps
+            .values()
+            .map(|p| p.interval_s)
+            .fold(f64::INFINITY, f64::min);
+        assert!(ExperimentConfig { step_s: shortest, ..c.clone() }.step_warnings().is_empty());
+        let w = ExperimentConfig { step_s: shortest * 2.0, ..c }.step_warnings();
+        assert!(
+            w.len() == 1 && w[0].contains("step_s") && w[0].contains("`thesis`") && w[0].contains("skipped"),
+            "{w:?}"
+        );
+    }
+
+    /// A library directory named relative to the config is found beside it, and written
+    /// back absolute, so the config replays from anywhere.
+    #[test]
+    fn library_directories_are_relative_to_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("mylib")).unwrap();
+        let text = "library = 'mylib'\n[[cells]]\nname = 'c'\nlibrary = 'mylib'\ngpus = 'titanxp:1'\njobs = 10\n\
+                    [[training.scorer_settings]]\nlibraries = ['mylib', 'thesis']\ngpus = 'titanxp:1'\njobs = 10\njobsets = 2\n";
+        std::fs::write(dir.path().join("exp.toml"), text).unwrap();
+        let c = ExperimentConfig::read(&dir.path().join("exp.toml")).unwrap();
+        let want = dir.path().join("mylib").display().to_string();
+        assert_eq!(c.library, want);
+        assert_eq!(c.cells[0].library, want);
+        assert_eq!(c.training.scorer_settings[0].libraries, vec![want, "thesis".to_string()]);
+        assert!(ExperimentConfig::from_toml(&c.to_toml(), None).unwrap().library.starts_with('/'));
     }
 
     proptest! {

@@ -37,6 +37,15 @@ pub enum ExperimentError {
         #[source]
         source: serde_json::Error,
     },
+    /// Something in a cell failed; the cause is kept (a run's simulator error, a bad library).
+    #[error("cell `{cell}`")]
+    Cell {
+        /// The cell's name.
+        cell: String,
+        /// Why.
+        #[source]
+        source: Box<ExperimentError>,
+    },
     /// A run or training failed for a reason of the experiment's own.
     #[error("{what}: {message}")]
     Run {
@@ -53,6 +62,7 @@ impl ExperimentError {
         match self {
             ExperimentError::Model(m) => m.is_usage(),
             ExperimentError::Sim { source, .. } => source.is_usage(),
+            ExperimentError::Cell { source, .. } => source.is_usage(),
             _ => false,
         }
     }

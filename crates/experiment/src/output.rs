@@ -8,6 +8,7 @@ use dqngpu_model::error::write_file_atomic;
 use dqngpu_model::ModelError;
 use plotters::style::RGBColor;
 
+use crate::config::CONFIG_HEADER;
 use crate::error::ExperimentError;
 use crate::plots::{write_chart, BarChart, BarPanel, CurveChart, CurveSeries, PlotFile, StackedChart, TimelineChart};
 use crate::report::{self, Figure};
@@ -212,9 +213,9 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
     let window = (t.jobsets / t.jobsets_per_iter.max(1)).max(1) as usize;
     let curves = CurveChart {
         title: format!(
-            "Training curves: mean makespan, rolling mean over {window} iterations (one cycle of the training sets)"
+            "Training curves: each agent's objective (report: Training), rolling mean over {window} iterations"
         ),
-        y_desc: "mean training makespan (s)".into(),
+        y_desc: "mean training objective (s)".into(),
         series: res
             .training
             .iter()
@@ -239,8 +240,9 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
 /// Makes `out` ready for [`write_all`] before an experiment runs, so that a bad `--out` fails
 /// at once rather than after minutes of work: it is made (with `plots/`) if missing. A file
 /// where the directory should be is refused, and so is a directory that holds a file of one of
-/// [`FILES`]' names but no `results.json` (not an earlier experiment's output): its files are the
-/// user's, and would be replaced.
+/// [`FILES`]' names but is neither an earlier experiment's output (`results.json`, written
+/// last) nor an interrupted one's (our `config.toml` and nothing the experiment does not
+/// write): its files are the user's, and would be replaced.
 pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
     let refuse = |message: String| {
         ModelError::invalid(dqngpu_model::Location { path: Some(out.to_path_buf()), line: None, field: None }, message)
@@ -248,7 +250,7 @@ pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
     if out.exists() && !out.is_dir() {
         return Err(refuse("is a file; the experiment writes a directory there".into()).into());
     }
-    if !out.join("results.json").is_file() {
+    if !out.join("results.json").is_file() && !is_interrupted_output(out) {
         if let Some(f) = FILES.iter().find(|f| out.join(f).exists()) {
             return Err(refuse(format!(
                 "holds `{f}` but no results.json of an earlier experiment; it would be replaced, so choose another --out"
@@ -261,8 +263,59 @@ pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
     Ok(())
 }
 
-/// Writes config.toml, summary.csv, league.csv, plots/, results.json, report.md and report.html into
-/// `out`; returns the paths written.
+/// True when `out` is what an interrupted experiment leaves (it writes `config.toml` first and
+/// `results.json` last): our `config.toml`, and nothing but [`FILES`], `plots/` with our plot
+/// files, and temporaries of those.
+fn is_interrupted_output(out: &Path) -> bool {
+    let ours = std::fs::read_to_string(out.join("config.toml")).is_ok_and(|t| t.starts_with(CONFIG_HEADER));
+    ours && only_entries(out, |name, is_dir| {
+        if is_dir {
+            name == "plots" && only_entries(&out.join("plots"), |n, d| !d && is_plot_file(untemp(n)))
+        } else {
+            FILES.contains(&untemp(name))
+        }
+    })
+}
+
+/// True when every entry of `dir` passes `keep(name, is_dir)`; false when it cannot be read.
+fn only_entries(dir: &Path, keep: impl Fn(&str, bool) -> bool) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.into_iter().all(|e| {
+        e.is_ok_and(|e| {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            e.file_name().to_str().is_some_and(|n| keep(n, is_dir))
+        })
+    })
+}
+
+/// The file a temporary sibling (`.NAME.tmpPID-K`, `write_file_atomic`'s) stands for; other
+/// names as they are.
+fn untemp(name: &str) -> &str {
+    name.strip_prefix('.').and_then(|n| n.rsplit_once(".tmp")).map_or(name, |(n, _)| n)
+}
+
+/// True for a name the experiment gives a plot ([`Figure::stem`] with `.svg` or `.png`).
+fn is_plot_file(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".svg").or_else(|| name.strip_suffix(".png")) else { return false };
+    let fixed = [Figure::Slowdown, Figure::TrainingOverhead, Figure::Cost, Figure::TrainingCurves, Figure::Tradeoff];
+    fixed.iter().any(|f| f.stem() == stem) || stem.starts_with("class_") || stem.starts_with("timeline_")
+}
+
+/// Removes from `plot_dir` the plots of an earlier experiment (only files named as the
+/// experiment names them), so classes or schedulers this run lacks leave no stale plot.
+fn remove_old_plots(plot_dir: &Path) -> Result<(), ExperimentError> {
+    let entries = std::fs::read_dir(plot_dir).map_err(|source| ModelError::Io { path: plot_dir.into(), source })?;
+    for e in entries.flatten() {
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if is_file && e.file_name().to_str().is_some_and(is_plot_file) {
+            std::fs::remove_file(e.path()).map_err(|source| ModelError::Io { path: e.path(), source })?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes config.toml, summary.csv, league.csv, plots/, report.md, report.html and, last, as
+/// the marker of a complete experiment, results.json into `out`; returns the paths written.
 pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, ExperimentError> {
     let io = |path: &Path| {
         let p = path.to_path_buf();
@@ -270,6 +323,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     };
     let plot_dir = out.join("plots");
     std::fs::create_dir_all(&plot_dir).map_err(io(&plot_dir))?;
+    remove_old_plots(&plot_dir)?;
     let mut written = Vec::new();
     let mut put = |name: &str, bytes: &[u8]| -> Result<(), ExperimentError> {
         let p = out.join(name);
@@ -284,10 +338,11 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     let plots = write_plots(res, &plot_dir)?;
     let json = serde_json::to_vec_pretty(res)
         .map_err(|source| ExperimentError::Json { what: "serialising results.json".into(), source })?;
-    put("results.json", &json)?;
     let blocks = report::build(res);
     put("report.md", report::to_markdown(&blocks, &plots).as_bytes())?;
     put("report.html", report::to_html(&blocks, &plots).as_bytes())?;
+    // Last: its presence says the experiment finished (`prepare` reads it so).
+    put("results.json", &json)?;
     for p in plots {
         written.push(p.svg);
         written.push(p.png);
@@ -398,6 +453,65 @@ mod tests {
         // An earlier experiment's output may be written over.
         write_all(&synthetic(), &out).unwrap();
         prepare(&out).unwrap();
+    }
+
+    /// An interrupted experiment leaves our config.toml, CSVs and plots but no results.json: a
+    /// rerun into it goes ahead; anything else of the user's beside them still refuses it.
+    #[test]
+    fn an_interrupted_experiments_out_dir_is_taken_back_but_not_a_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        write_all(&synthetic(), &out).unwrap();
+        std::fs::remove_file(out.join("results.json")).unwrap();
+        std::fs::remove_file(out.join("report.html")).unwrap();
+        std::fs::write(out.join(".summary.csv.tmp123-0"), "half").unwrap();
+        prepare(&out).unwrap();
+        std::fs::write(out.join("notes.txt"), "mine").unwrap();
+        let e = prepare(&out).unwrap_err().to_string();
+        assert!(e.contains("no results.json"), "{e}");
+        std::fs::remove_file(out.join("notes.txt")).unwrap();
+        std::fs::write(out.join("plots").join("mine.png"), "mine").unwrap();
+        assert!(prepare(&out).is_err());
+        // A config.toml that is not ours is the user's.
+        let mine = dir.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::write(mine.join("config.toml"), "library = 'thesis'\n").unwrap();
+        assert!(prepare(&mine).unwrap_err().to_string().contains("config.toml"));
+    }
+
+    /// A rerun removes the earlier experiment's plots it does not redraw, and nothing else.
+    #[test]
+    fn a_rerun_leaves_no_stale_plot_but_keeps_the_users_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let plots = dir.path().join("plots");
+        std::fs::create_dir(&plots).unwrap();
+        for f in ["class_gpu_heavy.png", "class_gpu_heavy.svg", "timeline_fifo.svg", "notes.txt"] {
+            std::fs::write(plots.join(f), "old").unwrap();
+        }
+        write_all(&synthetic(), dir.path()).unwrap();
+        for f in ["class_gpu_heavy.png", "class_gpu_heavy.svg", "timeline_fifo.svg"] {
+            assert!(!plots.join(f).exists(), "{f}");
+        }
+        assert_eq!(std::fs::read_to_string(plots.join("notes.txt")).unwrap(), "old");
+        assert!(plots.join("class_random.png").is_file());
+    }
+
+    /// The header states the training seed and the main setting's budget; the league names
+    /// the heuristics that ran, not every one; the training table names each curve's objective.
+    #[test]
+    fn the_report_states_its_setting_and_names_what_ran() {
+        let mut res = synthetic();
+        res.config.training.seed = 7;
+        res.config.max_slowdown_pct = Some(10.0);
+        let md = report::to_markdown(&report::build(&res), &[]);
+        assert!(md.contains("slowdown budget 10%") && md.contains("training seed") && md.contains(" 7."), "{md}");
+        let league = md.lines().find(|l| l.starts_with("Each (cell, class)")).unwrap();
+        assert!(league.contains("(sjf)") && !league.contains("tetris"), "{league}");
+        assert!(md.contains("| mean makespan (s) |") && !md.contains("first mean makespan"), "{md}");
+        res.training[0].scorer = Some(Default::default());
+        assert_eq!(report::objective_text(&res, &res.training[0]), "mean JCT + makespan guard (s)");
+        res.config.training.scorer_makespan_guard = 0.0;
+        assert_eq!(report::objective_text(&res, &res.training[0]), "mean JCT (s)");
     }
 
     #[test]

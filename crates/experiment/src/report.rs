@@ -5,7 +5,7 @@ use base64::Engine;
 
 use crate::plots::PlotFile;
 use crate::reported;
-use crate::results::{row, ExperimentResults};
+use crate::results::{row, ExperimentResults, TrainingRecord};
 
 /// A block of the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,21 +123,25 @@ pub fn build(res: &ExperimentResults) -> Vec<Block> {
 fn intro(res: &ExperimentResults, b: &mut Vec<Block>) {
     let cfg = &res.config;
     b.push(Block::Heading(1, "dqngpu experiment: the thesis's Section V".into()));
-    let cluster = cfg.cluster.file.clone().unwrap_or_else(|| cfg.cluster.gpus.clone());
+    let main = crate::cells::main_cell(cfg);
     b.push(Block::Para(format!(
-        "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, all submitted at t = 0. \
-         Evaluation job sets: seeds {} per class, never used in training. Training job sets: classes {}, seeds {}. \
+        "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, arrivals {}, \
+         slowdown budget {}. Evaluation job sets: seeds {} per class, never used in training. Training job sets: \
+         classes {}, seeds {}; training seed (initial weights, sampled actions, the scorer's sets) {}. \
          Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom; `-` with one seed, where there is none).",
         res.version,
         if res.quick { " (--quick: a small run for smoke tests; do not compare its numbers with the thesis)" } else { "" },
         cfg.library,
-        cluster,
+        main.gpus,
         cfg.interference,
         cfg.step_s,
         cfg.workloads.jobs,
+        main.arrivals(),
+        main.budget(),
         seeds_text(&res.eval_seeds),
         cfg.training.workloads.join(", "),
         seeds_text(&res.training_seeds),
+        cfg.training.seed,
     )));
     b.push(Block::Para(format!(
         "Schedulers evaluated: {}.",
@@ -370,7 +374,12 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
          percentile of the jobs' execution slowdown, mean over seeds. The trained agents are trained once (main \
          setting's cluster) and run unchanged in every cell; the budget cells apply the budget to every policy.",
         res.eval_seeds.len(),
-        league::HEURISTICS.join(", ")
+        league::HEURISTICS
+            .iter()
+            .filter(|h| res.schedulers.iter().any(|s| s.as_str() == **h))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ")
     )));
     let pairs = league::pairs(&entries);
     let conflicting: Vec<String> = pairs.iter().filter(|p| !p.2).map(|p| format!("{} {}", p.0, p.1)).collect();
@@ -493,8 +502,9 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
                 "iterations",
                 "stopped by time limit",
                 "training (s)",
-                "first mean makespan (s)",
-                "last mean makespan (s)",
+                "objective",
+                "first",
+                "last",
             ]),
             rows: res
                 .training
@@ -507,6 +517,7 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
                         format!("{} of {}", t.iterations, t.iterations_planned),
                         if t.stopped_by_time_limit { "yes".into() } else { "no".into() },
                         fmt::secs(t.train_s),
+                        objective_text(res, t),
                         fmt::opt(t.curve.first().and_then(|p| p.mean_makespan_s), fmt::secs),
                         fmt::opt(t.curve.last().and_then(|p| p.mean_makespan_s), fmt::secs),
                     ]
@@ -514,7 +525,41 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
                 .collect(),
         });
     }
+    if res.training.iter().any(|t| t.scorer.is_some()) {
+        b.push(Block::Para(
+            "The scorer's curve numbers its policy-gradient iterations on from one phase to the next (the first \
+             training, then each improvement round); each iteration draws sets of other libraries and settings, so \
+             single points vary more than the curve's trend."
+                .into(),
+        ));
+    }
+    if res.training.iter().any(|t| t.stopped_by_time_limit) {
+        b.push(Block::Para(format!(
+            "`training.time_limit_s` = {} s cut training short where the table says so.",
+            res.config.training.time_limit_s.unwrap_or(f64::NAN)
+        )));
+    }
     b.push(Block::Plot(Figure::TrainingCurves));
+}
+
+/// What `t`'s training curve holds: the mean over the iteration's episodes of the objective
+/// it minimised (the scorer's own, with its makespan guard), in seconds.
+pub fn objective_text(res: &ExperimentResults, t: &TrainingRecord) -> String {
+    let tc = &res.config.training;
+    match (t.scorer.is_some(), tc.scorer_objective) {
+        (true, dqngpu_rl::reinforce::Objective::Jct) if tc.scorer_makespan_guard > 0.0 => {
+            "mean JCT + makespan guard (s)".into()
+        }
+        (true, o) => format!("mean {} (s)", objective_word(o)),
+        (false, _) => format!("mean {} (s)", objective_word(tc.objective)),
+    }
+}
+
+fn objective_word(o: dqngpu_rl::reinforce::Objective) -> &'static str {
+    match o {
+        dqngpu_rl::reinforce::Objective::Jct => "JCT",
+        dqngpu_rl::reinforce::Objective::Makespan => "makespan",
+    }
 }
 
 fn md_cell(s: &str) -> String {

@@ -97,6 +97,16 @@ pub struct CheckpointMeta {
     /// How the saved weights were chosen, when not simply the final ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<crate::deeprm::Selection>,
+    /// FNV-1a (64-bit, hex) of the weights file's bytes, set by [`save`]; [`load`] refuses
+    /// weights that do not match (another save's). Absent in checkpoints from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_fnv1a64: Option<String>,
+}
+
+/// FNV-1a, 64-bit, of `bytes`, as 16 hex digits.
+pub fn fnv1a64_hex(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{hash:016x}")
 }
 
 /// The fields where encodings `have` and `want` differ, as `field: have (needed want)` (both
@@ -187,16 +197,83 @@ fn check_extension(path: &Path) -> Result<(), RlError> {
     Ok(())
 }
 
-/// Writes the weights to `path` and the metadata beside them. (Callers that train first check
-/// the path with [`check_path`] before training; a write error here still names the file.)
+/// Writes the weights to `path` and the metadata beside them, with the weights' checksum,
+/// both atomically (temporary names, then renames), so an interrupted save leaves the old
+/// files or a pair whose checksum tells them apart. (Callers that train first check the path
+/// with [`check_path`] before training; a write error here still names the file.)
 pub fn save(path: &Path, net: &PolicyNet, meta: &CheckpointMeta) -> Result<(), RlError> {
     check_extension(path)?;
     check_meta_is_a_checkpoints(path)?;
     let meta_file = meta_path(path);
-    net.save(path)?;
-    let text = serde_json::to_string_pretty(meta)
+    let weights = weights_bytes(path, net)?;
+    let meta = CheckpointMeta { weights_fnv1a64: Some(fnv1a64_hex(&weights)), ..meta.clone() };
+    let text = serde_json::to_string_pretty(&meta)
         .map_err(|e| RlError::BadCheckpoint { path: meta_file.clone(), message: e.to_string() })?;
-    dqngpu_model::error::write_file_atomic(&meta_file, text.as_bytes())?;
+    dqngpu_model::error::write_files_atomic(&[(path, weights.as_slice()), (meta_file.as_path(), text.as_bytes())])?;
+    Ok(())
+}
+
+/// The safetensors bytes of `net` (candle writes only files: a hidden scratch file beside
+/// `path`, removed again).
+fn weights_bytes(path: &Path, net: &PolicyNet) -> Result<Vec<u8>, RlError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let scratch = path.with_file_name(format!(".{name}.weights{}", std::process::id()));
+    let saved = net.save(&scratch);
+    let bytes =
+        saved.and_then(|()| std::fs::read(&scratch).map_err(|source| RlError::Io { path: scratch.clone(), source }));
+    let _ = std::fs::remove_file(&scratch);
+    bytes
+}
+
+/// Refuses weights at `path` whose bytes do not match the checksum in the metadata at
+/// `meta_file` (one of the two is another save's); metadata without one is not checked.
+fn check_weights_sum(path: &Path, meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> {
+    let Some(want) = &meta.weights_fnv1a64 else { return Ok(()) };
+    let bytes = std::fs::read(path).map_err(|source| RlError::Io { path: path.to_path_buf(), source })?;
+    let have = fnv1a64_hex(&bytes);
+    if &have == want {
+        return Ok(());
+    }
+    Err(RlError::BadCheckpoint {
+        path: meta_file.to_path_buf(),
+        message: format!(
+            "field `weights_fnv1a64` is {want} but the weights in {} hash to {have}: the two files come from \
+             different saves (an interrupted one?); save or copy them together",
+            path.display()
+        ),
+    })
+}
+
+/// Refuses metadata values no training writes: a guard's budget or step, an encoding's sizes.
+fn check_values(meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> {
+    let bad = |field: &str, value: String, want: &str| RlError::BadCheckpoint {
+        path: meta_file.to_path_buf(),
+        message: format!("field `{field}` is {value}; expected {want}"),
+    };
+    if let Some(h) = meta.hidden.iter().find(|&&h| h == 0) {
+        return Err(bad("hidden", h.to_string(), "layer sizes of at least 1"));
+    }
+    let Encoding::Gpu(g) = &meta.encoding else { return Ok(()) };
+    if !(g.row_s.is_finite() && g.row_s > 0.0) {
+        return Err(bad("encoding.row_s", g.row_s.to_string(), "a positive number of seconds"));
+    }
+    for (field, n) in [
+        ("time_horizon", g.time_horizon),
+        ("res_slots", g.res_slots),
+        ("job_slots", g.job_slots),
+        ("backlog_cap", g.backlog_cap),
+    ] {
+        if n == 0 {
+            return Err(bad(&format!("encoding.{field}"), "0".into(), "at least 1"));
+        }
+    }
+    let Some(guard) = &g.guard else { return Ok(()) };
+    if !(guard.max_slowdown.is_finite() && guard.max_slowdown >= 0.0) {
+        return Err(bad("encoding.guard.max_slowdown", guard.max_slowdown.to_string(), "a fraction >= 0"));
+    }
+    if !(guard.step_s.is_finite() && guard.step_s > 0.0) {
+        return Err(bad("encoding.guard.step_s", guard.step_s.to_string(), "a positive number of seconds"));
+    }
     Ok(())
 }
 
@@ -233,7 +310,101 @@ pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(Po
     if let Some(want) = expected {
         require_encoding(&meta_file, &meta.encoding, want)?;
     }
+    check_values(&meta_file, &meta)?;
+    check_weights_sum(path, &meta_file, &meta)?;
     let net =
         PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;
+    if let Some(name) = net.first_non_finite()? {
+        return Err(RlError::BadCheckpoint {
+            path: path.to_path_buf(),
+            message: format!("tensor `{name}` holds a value that is not finite (NaN or infinite); retrain"),
+        });
+    }
     Ok((net, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::AgentKind;
+
+    fn meta(encoding: Encoding) -> CheckpointMeta {
+        CheckpointMeta {
+            format: FORMAT_VERSION,
+            agent: "dqngpu".into(),
+            encoding,
+            hidden: vec![4],
+            train: TrainConfig::default(),
+            trained_on: "test".into(),
+            iterations_done: 0,
+            train_wall_s: 0.0,
+            schedule: None,
+            selection: None,
+            weights_fnv1a64: None,
+        }
+    }
+
+    /// A thesis image agent's checkpoint (with the slowdown guard) saved in `dir`.
+    fn saved(dir: &Path) -> (PathBuf, Encoding) {
+        let enc = Encoding::Gpu(GpuEncoding::new(AgentKind::Dqngpu));
+        let net = PolicyNet::new(enc.obs_len(), &[4], enc.n_actions(), enc.head(), 3).unwrap();
+        let path = dir.join("m.safetensors");
+        save(&path, &net, &meta(enc.clone())).unwrap();
+        (path, enc)
+    }
+
+    fn edit_meta(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let file = meta_path(path);
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        edit(&mut v);
+        std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn fnv1a64_is_the_published_function() {
+        assert_eq!(fnv1a64_hex(b""), "cbf29ce484222325");
+        assert_eq!(fnv1a64_hex(b"a"), "af63dc4c8601ec8c");
+    }
+
+    /// Weights from another save than their sidecar's (an interrupt between the two writes)
+    /// are refused, naming both files; a sidecar from before the checksum still loads.
+    #[test]
+    fn weights_that_are_not_the_sidecars_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, enc) = saved(dir.path());
+        let m = read_meta(&path).unwrap();
+        assert_eq!(m.weights_fnv1a64, Some(fnv1a64_hex(&std::fs::read(&path).unwrap())));
+        load(&path, "dqngpu", Some(&enc)).unwrap();
+        let other = PolicyNet::new(enc.obs_len(), &[4], enc.n_actions(), enc.head(), 4).unwrap();
+        other.save(&path).unwrap();
+        let e = load(&path, "dqngpu", Some(&enc)).unwrap_err().to_string();
+        assert!(e.contains("m.json") && e.contains("m.safetensors") && e.contains("weights_fnv1a64"), "{e}");
+        edit_meta(&path, |v| {
+            v.as_object_mut().unwrap().remove("weights_fnv1a64");
+        });
+        load(&path, "dqngpu", Some(&enc)).unwrap();
+        assert!(std::fs::read_dir(dir.path()).unwrap().count() == 2, "no scratch or temporary file is left");
+    }
+
+    /// A sidecar with a value no training writes, or weights that are not finite, never load.
+    #[test]
+    fn out_of_range_sidecars_and_non_finite_weights_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (field, value) in [("max_slowdown", -1.0), ("step_s", 0.0)] {
+            let (path, _) = saved(dir.path());
+            edit_meta(&path, |v| v["encoding"]["guard"][field] = serde_json::json!(value));
+            let e = load(&path, "dqngpu", None).unwrap_err().to_string();
+            assert!(e.contains("m.json") && e.contains(&format!("encoding.guard.{field}")), "{e}");
+        }
+        let (path, enc) = saved(dir.path());
+        let net = PolicyNet::new(enc.obs_len(), &[4], enc.n_actions(), enc.head(), 3).unwrap();
+        let nan: std::collections::HashMap<String, candle_core::Tensor> =
+            net.tensors().into_iter().map(|(k, t)| (k, (t * f64::NAN).unwrap())).collect();
+        candle_core::safetensors::save(&nan, &path).unwrap();
+        edit_meta(&path, |v| {
+            v.as_object_mut().unwrap().remove("weights_fnv1a64");
+        });
+        let e = load(&path, "dqngpu", Some(&enc)).unwrap_err().to_string();
+        assert!(e.contains("m.safetensors") && e.contains("not finite"), "{e}");
+    }
 }

@@ -224,6 +224,20 @@ impl PolicyNet {
         m
     }
 
+    /// The name of the first tensor holding a NaN or an infinity, if any (a checkpoint's
+    /// weights are checked on load).
+    pub fn first_non_finite(&self) -> Result<Option<String>, RlError> {
+        let mut tensors: Vec<_> = self.tensors().into_iter().collect();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, t) in tensors {
+            let values = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+            if values.iter().any(|v| !v.is_finite()) {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
+    }
+
     /// Writes the weights as safetensors.
     pub fn save(&self, path: &Path) -> Result<(), RlError> {
         candle_core::safetensors::save(&self.tensors(), path)?;

@@ -88,6 +88,7 @@ fn the_plan_is_a_scheduler_name_that_needs_a_scorer_checkpoint() {
         train_wall_s: 0.0,
         schedule: None,
         selection: None,
+        weights_fnv1a64: None,
     };
     dqngpu_rl::checkpoint::save(&path, scorer.net(), &meta).unwrap();
     let p = n.resolve(Some(&path), 0).unwrap();

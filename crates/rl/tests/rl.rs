@@ -141,6 +141,7 @@ fn meta(encoding: Encoding, agent: &str) -> CheckpointMeta {
         train_wall_s: 0.0,
         schedule: None,
         selection: None,
+        weights_fnv1a64: None,
     }
 }
 

@@ -219,6 +219,7 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
         train_wall_s: wall_s,
         schedule: Some(recipe.schedule()),
         selection,
+        weights_fnv1a64: None,
     };
     checkpoint::save(&a.output, &net, &meta).with_context(|| format!("saving {}", a.output.display()))?;
     if let Some(path) = &a.curve {
@@ -247,6 +248,14 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
     let mut rows: Vec<(String, deeprm::EvalResult)> = Vec::new();
     if let Some(path) = &a.model {
         let (net, meta) = checkpoint::load(path, deeprm::AGENT, None)?;
+        // Job sets of the training seed are the ones the model learnt on: no evaluation.
+        if a.seed == meta.train.seed {
+            anyhow::bail!(
+                "--seed {}: {} was trained on the job sets of this seed (its `train.seed`); evaluate on another",
+                a.seed,
+                checkpoint::meta_path(path).display()
+            );
+        }
         // The load and the episode length shape the workload, not the network: a model trained
         // at one load may be evaluated at another; every other setting must match.
         let expected = match &meta.encoding {

@@ -16,10 +16,12 @@ pub struct Args {
     /// directory that holds files of the same names but no earlier experiment is refused.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
-    /// Evaluation job sets per class (seeds never used in training); overrides the config.
+    /// Evaluation job sets per class (seeds never used in training); overrides the config and `--quick`.
     #[arg(long)]
     pub seeds: Option<u64>,
-    /// Small run for CI and smoke tests: 2 seeds, 10 jobs, short training; every file is still written.
+    /// Small run for CI and smoke tests: 2 seeds (unless --seeds), 10 jobs, short training, one
+    /// small training setting, and only the cells thesis-4x2-0.1 and heldout-1gpu (a warning
+    /// names the others dropped); every file is still written.
     #[arg(long)]
     pub quick: bool,
     /// No progress bars.
@@ -33,17 +35,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(p) => ExperimentConfig::read(p)?,
         None => ExperimentConfig::default(),
     };
+    // Every cell and training setting is checked, `--quick`'s dropped ones too, and the out
+    // dir is made ready, before minutes of work.
+    cfg.check_references(args.config.as_deref())?;
+    if args.quick {
+        if args.config.is_some() {
+            warn_dropped_cells(&cfg);
+        }
+        cfg = cfg.quick();
+    }
+    // An explicit --seeds wins over the config and over --quick's 2.
     if let Some(n) = args.seeds {
         cfg.evaluation.seeds = n;
         cfg.validate(args.config.as_deref()).context("--seeds")?;
     }
-    // Every cell and training setting is checked, `--quick`'s dropped ones too, and the out
-    // dir is made ready, before minutes of work.
-    cfg.check_references(args.config.as_deref())?;
-    output::prepare(&args.out).with_context(|| format!("--out {}", args.out.display()))?;
-    if args.quick {
-        cfg = cfg.quick();
+    for w in cfg.step_warnings() {
+        eprintln!("{w}");
     }
+    output::prepare(&args.out).with_context(|| format!("--out {}", args.out.display()))?;
     let res = dqngpu_experiment::run(&cfg, args.quick, !args.no_progress)?;
     output::write_all(&res, &args.out).with_context(|| format!("writing {}", args.out.display()))?;
 
@@ -70,4 +79,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("report: {}", args.out.join("report.html").display());
     println!("wall clock: {:.1} s", res.wall_s);
     Ok(())
+}
+
+/// Warns of the cells of the user's config that `--quick` leaves out.
+fn warn_dropped_cells(cfg: &ExperimentConfig) {
+    let dropped: Vec<&str> = cfg
+        .cells
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| !dqngpu_experiment::config::QUICK_CELLS.contains(n))
+        .collect();
+    if !dropped.is_empty() {
+        eprintln!(
+            "warning: --quick evaluates only the cells {}; it leaves out {}",
+            dqngpu_experiment::config::QUICK_CELLS.join(" and "),
+            dropped.join(", ")
+        );
+    }
 }

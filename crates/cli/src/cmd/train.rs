@@ -285,6 +285,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         train_wall_s: wall,
         schedule: None,
         selection: None,
+        weights_fnv1a64: None,
     };
     checkpoint::save(&a.output, policy_net(&policy), &meta)
         .with_context(|| format!("saving {}", a.output.display()))?;
@@ -452,6 +453,7 @@ fn run_scorer(a: Args) -> anyhow::Result<()> {
         train_wall_s: wall,
         schedule: None,
         selection: None,
+        weights_fnv1a64: None,
     };
     checkpoint::save(&a.output, policy.net(), &meta).with_context(|| format!("saving {}", a.output.display()))?;
     if let Some(path) = &a.curve {
