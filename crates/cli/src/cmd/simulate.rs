@@ -48,7 +48,7 @@ pub struct Args {
     /// Interference model: contention, contention-h100 (fitted on an H100, time-sliced), measured or none.
     #[arg(long, default_value = "contention")]
     pub interference: String,
-    /// App library: thesis, lucid, generated:SEED[:COUNT], or a directory of profiles (default: the job
+    /// App library: thesis, lucid, `generated:SEED[:COUNT]`, or a directory of profiles (default: the job
     /// file's, else thesis).
     #[arg(long)]
     pub library: Option<String>,

@@ -18,7 +18,7 @@ pub struct Args {
     /// Seed of every random choice (apps and arrival times).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// App library: thesis, lucid, generated:SEED[:COUNT], or a directory of profiles.
+    /// App library: thesis, lucid, `generated:SEED[:COUNT]`, or a directory of profiles.
     #[arg(long, default_value = "thesis")]
     pub library: String,
     /// Poisson arrivals at this rate (jobs per second); without it every job is submitted at t = 0.
