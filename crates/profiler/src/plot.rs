@@ -138,7 +138,11 @@ mod tests {
         draw_png(&p, &out, 600, 500).unwrap();
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(&bytes[..4], b"\x89PNG");
-        let e = draw_png(&p, &dir.path().join("no/such/dir/x.png"), 600, 500).unwrap_err();
-        assert!(e.to_string().contains("x.png"), "{e}");
+        // Its folder is made; a path that cannot be a file is named with the OS's reason.
+        let nested = dir.path().join("no/such/dir/x.png");
+        draw_png(&p, &nested, 600, 500).unwrap();
+        assert!(nested.is_file());
+        let e = draw_png(&p, &dir.path().join("no"), 600, 500).unwrap_err().to_string();
+        assert!(e.contains("no") && e.contains("cannot write it"), "{e}");
     }
 }
