@@ -565,6 +565,9 @@ fn an_output_never_replaces_the_input_and_a_token_file_is_no_destination() {
     std::fs::write(&token, "secret-token-0123456789").unwrap();
     let o = import(&["--token-file", token.to_str().unwrap()]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    // The usage line offers the three destinations, not the token file, as the choice.
+    let help = ok(&["profile", "import", "--help"]);
+    assert!(help.contains("<--output <OUTPUT>|--store <STORE>|--server <SERVER>>"), "{help}");
     // A leading dot in the app name would hide the stored file from the library reader.
     let lib = d.join("lib");
     let o = import_smi(&log, ".myapp", &["--store", lib.to_str().unwrap()]);

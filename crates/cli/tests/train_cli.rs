@@ -441,6 +441,24 @@ fn an_unknown_algorithm_is_refused_with_the_valid_ones() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("magic") && err.contains("scorer") && err.contains("thesis"), "{err}");
     assert!(!d.join("m.safetensors").exists());
+    // The scorer asked for by name is dqngpu's alone: DeepRM would silently train as the
+    // thesis. Without --algorithm, DeepRM trains as before.
+    let m = d.join("m.safetensors");
+    let deeprm = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["train", "--agent", "deeprm-max", "--iterations", "0", "--quiet", "-o"])
+            .arg(&m)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = deeprm(&["--algorithm", "scorer"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("--algorithm scorer trains dqngpu only"), "{err}");
+    assert!(!m.exists());
+    let o = deeprm(&[]);
+    assert!(o.status.success() && m.exists(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// A model path that cannot be saved is refused before any training: the paper's DeepRM

@@ -74,10 +74,21 @@ impl PriorArgs {
     }
 }
 
-/// Where a new profile goes: exactly one of a file, a library directory, or the service.
+/// Where a new profile goes, and the token for the service.
+#[derive(clap::Args, Debug)]
+struct OutArgs {
+    #[command(flatten)]
+    dest: Dest,
+    /// File holding the service's bearer token (else DQNGPU_TOKEN).
+    #[arg(long, requires = "server")]
+    token_file: Option<PathBuf>,
+}
+
+/// Exactly one of a file, a library directory, or the service (a group of its own, so the
+/// usage line does not offer `--token-file` as a destination).
 #[derive(clap::Args, Debug)]
 #[group(required = true, multiple = false)]
-struct OutArgs {
+struct Dest {
     /// Profile file to write (.csv with a .meta.json sidecar, or .json); its directory is created.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
@@ -87,9 +98,6 @@ struct OutArgs {
     /// Service URL: POST the profile to URL/v1/profiles.
     #[arg(long)]
     server: Option<String>,
-    /// File holding the service's bearer token (else DQNGPU_TOKEN).
-    #[arg(long, requires = "server")]
-    token_file: Option<PathBuf>,
 }
 
 /// Refuses a profile output `output` (with a CSV's `.meta.json` sidecar) that is the input.
@@ -122,15 +130,15 @@ impl OutArgs {
     /// `input` (flag, path) or sit beside a profile of its name in the other format. Changes
     /// nothing on disk ([`OutArgs::create_dirs`] does, once the work can start).
     fn check(&self, input: Option<(&str, &Path)>) -> anyhow::Result<()> {
-        if self.output.is_none() && self.store.is_none() && self.server.is_none() {
+        if self.dest.output.is_none() && self.dest.store.is_none() && self.dest.server.is_none() {
             bail!(
                 "give where the profile goes: -o FILE, --store DIR or --server URL (--token-file goes with --server)"
             );
         }
-        if let (Some(o), Some(input)) = (&self.output, input) {
+        if let (Some(o), Some(input)) = (&self.dest.output, input) {
             refuse_profile_over_input(o, input)?;
         }
-        if let Some(o) = &self.output {
+        if let Some(o) = &self.dest.output {
             refuse_twin(o)?;
         }
         Ok(())
@@ -138,10 +146,10 @@ impl OutArgs {
 
     /// Creates the output's directory, or the store.
     fn create_dirs(&self) -> anyhow::Result<()> {
-        if let Some(dir) = self.output.as_ref().and_then(|o| o.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = self.dest.output.as_ref().and_then(|o| o.parent()).filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        if let Some(d) = &self.store {
+        if let Some(d) = &self.dest.store {
             std::fs::create_dir_all(d).with_context(|| format!("creating the store directory {}", d.display()))?;
         }
         Ok(())
@@ -149,12 +157,12 @@ impl OutArgs {
 
     /// Writes (or posts) the profile; returns where it went.
     fn write(&self, p: &AppProfile) -> anyhow::Result<String> {
-        let to = if let Some(o) = &self.output {
+        let to = if let Some(o) = &self.dest.output {
             write_profile(p, o)?;
             o.display().to_string()
-        } else if let Some(d) = &self.store {
+        } else if let Some(d) = &self.dest.store {
             store_profile(p, d)?.display().to_string()
-        } else if let Some(url) = &self.server {
+        } else if let Some(url) = &self.dest.server {
             let conn = Conn::new(Some(url.clone()), self.token_file.clone());
             let reply = conn.call("POST", "/v1/profiles", Some(serde_json::to_value(p)?), None)?;
             eprintln!("posted `{}` to {url}: {reply}", p.app.name);

@@ -23,9 +23,10 @@ pub struct Args {
     /// How dqngpu learns: `scorer` (a candidate scorer over usage features with weights shared
     /// across jobs and GPUs; imitation of the best rule, look-ahead expert iteration, policy
     /// gradient; docs/RL.md) or `thesis` (the thesis's image state, combination actions and
-    /// REINFORCE, as published). DeepRM Max / Mean always use `thesis`.
-    #[arg(long, default_value = "scorer")]
-    algorithm: String,
+    /// REINFORCE, as published) [default: scorer]. DeepRM Max / Mean train with `thesis`
+    /// only.
+    #[arg(long)]
+    algorithm: Option<String>,
     /// Workload class of the training job sets (gpu_heavy, gpu_light, mem_heavy, mem_light,
     /// random), or `all` to cycle through the five.
     #[arg(long, default_value = "all")]
@@ -164,7 +165,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     checkpoint::check_path(&a.output).with_context(|| format!("--output {}", a.output.display()))?;
     Schedule { time_limit_s: a.time_limit_s, ..Schedule::default() }.validate().map_err(in_flags)?;
     let agent = a.agent;
-    let scorer = match a.algorithm.trim().to_ascii_lowercase().as_str() {
+    let algorithm = a.algorithm.as_deref().map(|x| x.trim().to_ascii_lowercase());
+    let scorer = match algorithm.as_deref().unwrap_or("scorer") {
+        // Asked for by name, the scorer is dqngpu's alone: DeepRM would train as the thesis.
+        "scorer" if algorithm.is_some() && agent != AgentKind::Dqngpu => {
+            anyhow::bail!(
+                "--algorithm scorer trains dqngpu only; {} trains with the thesis's algorithm (drop --algorithm, or give --algorithm thesis)",
+                agent.name()
+            )
+        }
         "scorer" => agent == AgentKind::Dqngpu,
         "thesis" => false,
         other => {
