@@ -5,7 +5,9 @@
     python3 scripts/real_vs_sim.py OUT [path/to/dqngpu]      (MODEL=FILE: dqngpu's checkpoint,
                                                              default .devbin/m.safetensors;
                                                              GPUS: the simulated card, default the
-                                                             one the profiles were recorded on)
+                                                             one the profiles were recorded on;
+                                                             STEP: the simulator's --step-s,
+                                                             default 1 s)
 
 OUT is one device run, or holds several (OUT/run1, OUT/run2, ...) of the same jobs on the same
 profiles (OUT/lib, OUT/jobs.csv); the measured figures are then the median over the runs.
@@ -49,6 +51,8 @@ def simulated(binary, out, scheduler, model):
            "--gpus", gpus_of(lib), "--interference", model, "--scheduler", scheduler, "--format", "json"]
     if scheduler in ("dqngpu", "dqngpu-plan"):
         cmd += ["--model", os.environ.get("MODEL", ".devbin/m.safetensors")]
+    if os.environ.get("STEP"):
+        cmd += ["--step-s", os.environ["STEP"]]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     r = r[0] if isinstance(r, list) else r
     return r["mean_jct_s"], r["makespan_s"], r["jobs"]
