@@ -585,13 +585,8 @@ impl ExperimentConfig {
         let mut out = Vec::new();
         for name in libraries.filter(|l| seen.insert(*l)) {
             let Ok(library) = dqngpu_model::library::resolve(name) else { continue };
-            let shortest = library.apps.values().map(|p| p.interval_s).fold(f64::INFINITY, f64::min);
-            if self.step_s > shortest * (1.0 + 1e-9) {
-                out.push(format!(
-                    "warning: step_s {} is longer than the shortest profile interval of library `{name}` ({shortest} s): \
-                     each step runs the sample in force at its start, so samples in between are skipped",
-                    self.step_s
-                ));
+            if let Some(why) = dqngpu_sim::skipped_samples(self.step_s, library.apps.values().map(|p| p.interval_s)) {
+                out.push(format!("warning: step_s {why} (library `{name}`)"));
             }
         }
         out

@@ -225,12 +225,12 @@ fn weights_bytes(path: &Path, net: &PolicyNet) -> Result<Vec<u8>, RlError> {
     bytes
 }
 
-/// Refuses weights at `path` whose bytes do not match the checksum in the metadata at
-/// `meta_file` (one of the two is another save's); metadata without one is not checked.
-fn check_weights_sum(path: &Path, meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> {
+/// Refuses the weights `bytes` (of `path`) when they do not match the checksum in the
+/// metadata at `meta_file` (one of the two is another save's); metadata without one is not
+/// checked.
+fn check_weights_sum(bytes: &[u8], path: &Path, meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> {
     let Some(want) = &meta.weights_fnv1a64 else { return Ok(()) };
-    let bytes = std::fs::read(path).map_err(|source| RlError::Io { path: path.to_path_buf(), source })?;
-    let have = fnv1a64_hex(&bytes);
+    let have = fnv1a64_hex(bytes);
     if &have == want {
         return Ok(());
     }
@@ -311,9 +311,11 @@ pub fn load(path: &Path, agent: &str, expected: Option<&Encoding>) -> Result<(Po
         require_encoding(&meta_file, &meta.encoding, want)?;
     }
     check_values(&meta_file, &meta)?;
-    check_weights_sum(path, &meta_file, &meta)?;
-    let net =
-        PolicyNet::load(path, meta.encoding.obs_len(), &meta.hidden, meta.encoding.n_actions(), meta.encoding.head())?;
+    // Read once: the checksum and the weights are of the same bytes.
+    let bytes = std::fs::read(path).map_err(|source| RlError::Io { path: path.to_path_buf(), source })?;
+    check_weights_sum(&bytes, path, &meta_file, &meta)?;
+    let enc = &meta.encoding;
+    let net = PolicyNet::from_bytes(&bytes, path, enc.obs_len(), &meta.hidden, enc.n_actions(), enc.head())?;
     if let Some(name) = net.first_non_finite()? {
         return Err(RlError::BadCheckpoint {
             path: path.to_path_buf(),

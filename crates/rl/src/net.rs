@@ -244,12 +244,18 @@ impl PolicyNet {
         Ok(())
     }
 
-    /// Reads weights written by [`PolicyNet::save`], checking every layer's shape against the
-    /// expected sizes.
-    pub fn load(path: &Path, obs_len: usize, hidden: &[usize], n_actions: usize, head: Head) -> Result<Self, RlError> {
-        let mut map = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| RlError::BadCheckpoint {
-            path: path.to_path_buf(),
-            message: format!("cannot read weights: {e}"),
+    /// Reads weights written by [`PolicyNet::save`] from the file's bytes (`path` names them in
+    /// errors), checking every layer's shape against the expected sizes.
+    pub fn from_bytes(
+        bytes: &[u8],
+        path: &Path,
+        obs_len: usize,
+        hidden: &[usize],
+        n_actions: usize,
+        head: Head,
+    ) -> Result<Self, RlError> {
+        let mut map = candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| {
+            RlError::BadCheckpoint { path: path.to_path_buf(), message: format!("cannot read weights: {e}") }
         })?;
         let sizes = layer_sizes(obs_len, hidden, n_actions, head);
         let mut layers = Vec::new();

@@ -1040,6 +1040,18 @@ impl Simulator {
 /// The shortest simulation step, s.
 pub const MIN_STEP_S: f64 = 1e-3;
 
+/// What is wrong with a step of `step_s` over profiles sampled every `intervals` s, if it is
+/// longer than the shortest: each step runs the sample in force at its start, so the samples
+/// in between are skipped (docs/SIMULATOR.md). Callers name the step and the profiles.
+pub fn skipped_samples(step_s: f64, intervals: impl IntoIterator<Item = f64>) -> Option<String> {
+    let shortest = intervals.into_iter().fold(f64::INFINITY, f64::min);
+    (step_s > shortest * (1.0 + 1e-9)).then(|| {
+        format!(
+            "{step_s} s is longer than the shortest profile interval ({shortest} s): each step runs the sample in force at its start, so samples in between are skipped"
+        )
+    })
+}
+
 /// Refuses a step shorter than [`MIN_STEP_S`] or a decision tick that is not a positive
 /// number of seconds.
 fn check_config(config: &SimConfig) -> Result<(), SimError> {

@@ -320,15 +320,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Warns when a step is longer than some job's profile interval: a step charges the sample in
-/// force at its start, so samples in between are skipped (docs/SIMULATOR.md).
+/// Warns when a step is longer than some job's profile interval: samples are skipped.
 fn warn_on_skipped_samples(step_s: f64, lib: &AppLibrary, set: &JobSet) {
-    let shortest =
-        set.jobs.iter().filter_map(|j| lib.get(&j.app).ok()).map(|p| p.interval_s).fold(f64::INFINITY, f64::min);
-    if step_s > shortest * (1.0 + 1e-9) {
-        eprintln!(
-            "warning: --step-s {step_s} is longer than the shortest profile interval ({shortest} s): each step runs the sample in force at its start, so samples in between are skipped"
-        );
+    let intervals = set.jobs.iter().filter_map(|j| lib.get(&j.app).ok()).map(|p| p.interval_s);
+    if let Some(why) = dqngpu_sim::skipped_samples(step_s, intervals) {
+        eprintln!("warning: --step-s {why}");
     }
 }
 
