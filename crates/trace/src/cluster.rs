@@ -5,8 +5,6 @@ use crate::reader::{NodeRow, PodRow, MILLI};
 
 /// Most pods one node accepts (the published node YAML's `pods: '1001'`).
 pub const MAX_PODS_PER_NODE: u32 = 1001;
-/// kube-scheduler's CPU request for a pod that asks for none (`GetNonzeroRequests`).
-pub const DEFAULT_MILLI_CPU: i64 = 100;
 
 /// GPU model names, interned: a model is a bit in a `u64` mask.
 #[derive(Debug, Clone, Default)]
@@ -38,10 +36,11 @@ impl Models {
 pub struct Pod {
     /// Index of the row it came from (copies share their original's).
     pub row: usize,
-    /// CPU request (milli), as kube-scheduler's NodeResourcesFit checks it.
+    /// CPU request (milli), as kube-scheduler's NodeResourcesFit checks it and the policies
+    /// score it. An explicit 0 stays 0: kube-scheduler's `GetNonzeroRequests` substitutes
+    /// 100 milli only for a request that is absent, and the trace's converter
+    /// (`pod_csv_to_yaml.py`) always writes one.
     pub cpu: i64,
-    /// CPU as the policies score it (a zero request counts as 100 milli).
-    pub cpu_nonzero: i64,
     /// Memory request (MiB).
     pub mem: i64,
     /// GPUs requested.
@@ -50,7 +49,8 @@ pub struct Pod {
     pub milli: i32,
     /// GPU models accepted, as bits over [`Models`]; `None`: any model.
     pub models: Option<u64>,
-    /// Id of the `gpu_spec` text (the typical-pod key distinguishes specs by their text).
+    /// Id of the `gpu_spec` text: ids follow the texts' order within one pod list (the
+    /// typical-pod key distinguishes specs by their text).
     pub spec: u32,
 }
 
@@ -287,17 +287,15 @@ impl Cluster {
 
 /// Converts pod rows to [`Pod`]s, interning the GPU models their specs name.
 pub fn pods_from_rows(rows: &[PodRow], models: &mut Models) -> Result<Vec<Pod>, String> {
-    let mut spec_texts: Vec<String> = vec![String::new()];
+    // Spec ids in the order of the spec texts, so that comparing ids compares texts, as the
+    // simulator's typical-pod sort does (`PodResource.Less`: `GpuType <`), whatever the row order.
+    let keys: Vec<String> = rows.iter().map(PodRow::gpu_spec_key).collect();
+    let mut spec_texts: Vec<&str> = keys.iter().map(String::as_str).collect();
+    spec_texts.sort_unstable();
+    spec_texts.dedup();
     let mut out = Vec::with_capacity(rows.len());
-    for (k, r) in rows.iter().enumerate() {
-        let key = r.gpu_spec_key();
-        let spec = match spec_texts.iter().position(|s| *s == key) {
-            Some(p) => p,
-            None => {
-                spec_texts.push(key);
-                spec_texts.len() - 1
-            }
-        } as u32;
+    for (k, (r, key)) in rows.iter().zip(&keys).enumerate() {
+        let spec = spec_texts.binary_search(&key.as_str()).unwrap_or_default() as u32;
         let mask = if r.gpu_spec.is_empty() {
             None
         } else {
@@ -314,7 +312,6 @@ pub fn pods_from_rows(rows: &[PodRow], models: &mut Models) -> Result<Vec<Pod>, 
         out.push(Pod {
             row: k,
             cpu,
-            cpu_nonzero: if cpu == 0 { DEFAULT_MILLI_CPU } else { cpu },
             mem: i64::from(r.memory_mib),
             num_gpu: r.num_gpu,
             milli: r.gpu_milli as i32,

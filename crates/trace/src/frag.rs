@@ -39,7 +39,7 @@ type Shape = (i64, i32, u32, u32);
 pub fn typical_pods(pods: &[Pod]) -> Vec<TypicalPod> {
     let mut counts: HashMap<Shape, (f64, Option<u64>)> = HashMap::new();
     for p in pods {
-        let e = counts.entry((p.cpu_nonzero, p.milli, p.num_gpu, p.spec)).or_insert((0.0, p.models));
+        let e = counts.entry((p.cpu, p.milli, p.num_gpu, p.spec)).or_insert((0.0, p.models));
         e.0 += 1.0;
     }
     let total = pods.len() as f64;
@@ -185,7 +185,7 @@ mod tests {
     use super::*;
 
     fn pod(cpu: i64, milli: i32, n: u32) -> Pod {
-        Pod { row: 0, cpu, cpu_nonzero: cpu, mem: 0, num_gpu: n, milli, models: None, spec: 0 }
+        Pod { row: 0, cpu, mem: 0, num_gpu: n, milli, models: None, spec: 0 }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!   pod at a time) and its 131-point allocation and fragmentation curves ([`curves`]).
 //! - [`policies`]: the node-level [`NodePolicy`] trait and the six policies, one file each.
 //! - [`frag`]: typical pods and node fragmentation.
-//! - [`experiment`]: policies x seeds x pod lists in parallel, with the paper's numbers.
+//! - [`experiment`]: policies x seeds x pod lists in parallel, beside the published numbers (the FGD artifact's per-seed results).
 //! - [`timed`]: the time-aware replay: arrivals and departures in time order, a queue,
 //!   queueing delay and allocation over time.
 //! - [`learn`]: trains the learned `dqngpu` scorer ([`policies::Learned`]).

@@ -62,7 +62,7 @@ pub struct Args {
 enum Command {
     /// Replay one pod list under one policy and seed.
     Replay(ReplayArgs),
-    /// Every policy x seeds 42..51 x pod lists, in parallel, with a report beside the paper's numbers.
+    /// Every policy x seeds 42..51 x pod lists, in parallel, with a report beside the published numbers (the FGD artifact's per-seed results).
     Experiment(ExperimentArgs),
     /// Train the learned `dqngpu` scorer (evolution strategies on training seeds from 1000).
     Train(TrainArgs),

@@ -13,7 +13,7 @@ pub struct BestFit;
 /// The raw (before normalisation) BestFit score of node `n` for `pod`.
 pub fn raw_score(cluster: &Cluster, n: usize, pod: &Pod) -> i64 {
     let st = &cluster.state[n];
-    let cpu = (st.cpu_left - pod.cpu_nonzero) as f64 / MAX_SPEC_CPU * 0.5;
+    let cpu = (st.cpu_left - pod.cpu) as f64 / MAX_SPEC_CPU * 0.5;
     let gpu = (st.gpu_left_total() - pod.total_milli()) as f64 / MAX_SPEC_GPU * 0.5;
     ((1.0 - (cpu + gpu)) * MAX_NODE_SCORE as f64) as i64
 }

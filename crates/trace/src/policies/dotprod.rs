@@ -13,11 +13,11 @@ pub struct DotProd;
 /// The DotProd score of node `n` for `pod`.
 pub fn score(cluster: &Cluster, n: usize, pod: &Pod) -> i64 {
     let st = &cluster.state[n];
-    if st.cpu_left < pod.cpu_nonzero {
+    if st.cpu_left < pod.cpu {
         return 0;
     }
     let node = [st.cpu_left as f64 / MAX_SPEC_CPU, st.gpu_left_total() as f64 / MAX_SPEC_GPU];
-    let req = [pod.cpu_nonzero as f64 / MAX_SPEC_CPU, pod.total_milli() as f64 / MAX_SPEC_GPU];
+    let req = [pod.cpu as f64 / MAX_SPEC_CPU, pod.total_milli() as f64 / MAX_SPEC_GPU];
     let dot = node[0] * req[0] + node[1] * req[1];
     (MAX_NODE_SCORE as f64 * (1.0 - dot / 2.0)) as i64
 }

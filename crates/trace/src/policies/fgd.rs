@@ -16,7 +16,7 @@ pub struct Fgd;
 pub fn score(cx: &mut Ctx<'_>, n: usize, pod: &Pod) -> (i64, Option<usize>) {
     let (spec, st) = (&cx.cluster.specs[n], &cx.cluster.state[n]);
     let before = st.frag;
-    let cpu_after = st.cpu_left - pod.cpu_nonzero;
+    let cpu_after = st.cpu_left - pod.cpu;
     if pod.is_share() {
         let mut left = st.gpu_left.clone();
         let best = super::best_share_gpu(&mut left, pod.milli, |left, _| {

@@ -105,7 +105,7 @@ impl Learned {
     fn node_best(&self, cx: &mut Ctx<'_>, n: usize, pod: &Pod, demand: f64) -> (f64, Option<usize>) {
         let (spec, st) = (&cx.cluster.specs[n], &cx.cluster.state[n]);
         let before = st.frag;
-        let cpu_after = st.cpu_left - pod.cpu_nonzero;
+        let cpu_after = st.cpu_left - pod.cpu;
         let idle = st.gpu_left_total();
         let idle_after = idle - pod.total_milli();
         // A node with no GPU left strands nothing: it counts as balanced.

@@ -170,3 +170,42 @@ fn shipped_weights_are_per_list_where_trained_and_the_default_elsewhere() {
         assert!(w.provenance.contains(list), "{list}: {}", w.provenance);
     }
 }
+
+#[test]
+fn a_zero_cpu_pod_asks_for_zero_cpu() {
+    // One node with 1 core and two T4s; `a` takes the core, `b` and `c` ask for no CPU and half
+    // a GPU each. kube-scheduler counts an explicit 0 as 0 (`GetNonzeroRequests` substitutes
+    // 100 milli only for a missing request), so once `a` is placed the 0-CPU typical pods still
+    // fit: only the CPU-only typical pod (a third of the list) sees the idle GPU milli as
+    // fragmented. Counting 0 as 100 milli made every idle milli fragmented (33.33% at 50%).
+    let nodes = parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nn0,1000,1024,2,T4\n", "n.csv").unwrap();
+    let list = pods(&["a,1000,1,0,0,", "b,0,1,1,500,", "c,0,1,1,500,"]);
+    for seed in 1..=6 {
+        let r = replay(&nodes, &list, by_name("fgd").unwrap().as_ref(), &ReplayConfig { tune: 0.0, seed }).unwrap();
+        assert_eq!(r.pods_placed, 3, "seed {seed}");
+        let f = r.fragmentation_pct[50].unwrap();
+        assert!((f - 100.0 / 6.0).abs() < 0.01, "seed {seed}: fragmentation at 50% arrived {f}");
+    }
+}
+
+#[test]
+fn typical_pods_do_not_depend_on_the_row_order() {
+    // 18 pods of one shape with no spec, then one that accepts only A and one only B: the two
+    // tie on count and straddle the 95% cutoff, so the typical set keeps one of them. The
+    // simulator breaks the tie by the spec's text (`GpuType <`, under sort.Reverse: "B"), and
+    // so must we, whichever row comes first.
+    let nodes =
+        parse_nodes("sn,cpu_milli,memory_mib,gpu,model\nnA,64000,65536,1,A\nnB,64000,65536,1,B\n", "n.csv").unwrap();
+    let mut rows: Vec<String> = (0..18).map(|i| format!("p{i:02},1000,10,1,100,")).collect();
+    let (a, b) = ("p19,1000,10,1,100,A".to_string(), "p18,1000,10,1,100,B".to_string());
+    let mut ab = rows.clone();
+    ab.extend([a.clone(), b.clone()]);
+    rows.extend([b, a]);
+    let run = |list: &[String]| {
+        let refs: Vec<&str> = list.iter().map(String::as_str).collect();
+        replay(&nodes, &pods(&refs), by_name("fgd").unwrap().as_ref(), &ReplayConfig { tune: 0.0, seed: 7 })
+            .unwrap()
+            .fragmentation_pct
+    };
+    assert_eq!(run(&ab), run(&rows));
+}
