@@ -1,6 +1,6 @@
 //! Greedy throughput: at each decision, repeatedly start the (waiting job, GPU) pair with the
-//! highest predicted gain in the GPU's summed progress rate, under the contention model
-//! DqnGPU's slowdown guard uses, while some gain is positive. It is the Muri-style rule
+//! highest predicted gain in the GPU's summed progress rate, under the interference model the
+//! caller steps GPUs with, while some gain is positive. It is the Muri-style rule
 //! (Zhao et al., SIGCOMM'22, pack the jobs that together make the most progress) with the
 //! interference model in place of Muri's interleaving estimate, and DqnGPU without learning:
 //! the same inputs, one step of look-ahead.
@@ -123,6 +123,12 @@ impl Greedy {
 impl Policy for Greedy {
     fn name(&self) -> &str {
         "greedy"
+    }
+
+    /// Gains are read from the residents' demands at their progress, which change as they
+    /// move through their phases, not only when a peak drops.
+    fn wants_every_tick(&self) -> bool {
+        true
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {

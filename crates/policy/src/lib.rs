@@ -10,7 +10,8 @@
 //! - `lucid`: the packing rule of Lucid (ASPLOS'23): sharing scores, pairs of at most two jobs,
 //!   sharing only while jobs would otherwise queue;
 //! - `greedy`: the (job, GPU) with the highest predicted gain in summed progress rate under the
-//!   contention model DqnGPU's guard uses, while a gain is positive (DqnGPU without learning);
+//!   interference model the caller steps GPUs with, while a gain is positive (DqnGPU without
+//!   learning);
 //! - `random`: a random waiting job onto a random GPU where its memory fits.
 //!
 //! ```

@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
 use dqngpu_model::{
-    gpu, validate_decision, AppInfo, AppProfile, ClusterView, GpuState, Placement, QueuedJob, Resources, RunningJob,
+    gpu, validate_decision, AppInfo, AppProfile, ClusterView, GpuState, Placement, Policy, QueuedJob, Resources,
+    RunningJob,
 };
 use proptest::prelude::*;
 
@@ -45,10 +46,14 @@ fn tetris_packs_light_jobs_and_respects_every_resource() {
     let queue = vec![queued(1, &light), queued(2, &heavy), queued(3, &light), queued(4, &light), queued(5, &light)];
     let gpus = vec![titanxp(vec![])];
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    // With the remaining-work term weighed at half (m = 0.5), the heavy job's better alignment
+    // with the empty GPU wins; 90% + 30% > 100% then rules out every light job beside it.
+    let half: &dyn Policy = &crate::Tetris::with_knob(0.5);
+    assert_eq!(half.decide(&view), vec![Placement { gpu: 0, jobs: vec![2] }]);
+    // At the default m = 1 the two terms weigh alike: equal-length jobs tie, the earlier
+    // arrival (light) goes first, and the heavy one no longer fits beside it.
     let tetris = by_name("tetris", 0).unwrap();
-    // On an empty GPU the heavy job aligns best with the free capacity; 90% + 30% > 100%
-    // then rules out every light job beside it.
-    assert_eq!(tetris.decide(&view), vec![Placement { gpu: 0, jobs: vec![2] }]);
+    assert_eq!(tetris.decide(&view), vec![Placement { gpu: 0, jobs: vec![1, 3, 4] }]);
     // Without it, three light jobs fit (90% GPU, 9000 MiB) and a fourth does not.
     let queue: Vec<_> = queue.into_iter().filter(|q| q.id != 2).collect();
     let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
@@ -280,5 +285,16 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn rules_that_read_progress_are_asked_every_tick() {
+    // Tetris projects the residents' free capacity and greedy their demands from their
+    // progress, so their answers change between peak drops; the others read only events and
+    // remaining peaks.
+    for name in NAMES {
+        let every = by_name(name, 0).unwrap().wants_every_tick();
+        assert_eq!(every, matches!(*name, "tetris" | "greedy"), "{name}");
     }
 }
