@@ -6,7 +6,7 @@
                                                              default .devbin/m.safetensors, made
                                                              by `dqngpu train -o
                                                              .devbin/m.safetensors` (defaults,
-                                                             seed 1, about 2 minutes);
+                                                             seed 1, 2-7 minutes);
                                                              GPUS: the simulated card, default the
                                                              one the profiles were recorded on;
                                                              STEP: the simulator's --step-s,
