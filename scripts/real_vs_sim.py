@@ -3,7 +3,10 @@
 `dqngpu serve` on a real GPU) beside `dqngpu simulate` on the same jobs and recorded profiles.
 
     python3 scripts/real_vs_sim.py OUT [path/to/dqngpu]      (MODEL=FILE: dqngpu's checkpoint,
-                                                             default .devbin/m.safetensors;
+                                                             default .devbin/m.safetensors, made
+                                                             by `dqngpu train -o
+                                                             .devbin/m.safetensors` (defaults,
+                                                             seed 1, 2-7 minutes);
                                                              GPUS: the simulated card, default the
                                                              one the profiles were recorded on;
                                                              STEP: the simulator's --step-s,
@@ -15,7 +18,8 @@ profiles (OUT/lib, OUT/jobs.csv); the measured figures are then the median over 
 For each scheduler the device run used (OUT/SCHEDULER.json), prints the measured mean JCT
 (finish - submit) and makespan (last finish - first submit), and the simulator's under
 `contention-h100` and `contention` (all jobs submitted at t = 0, one card, OUT/lib as the
-library, OUT/jobs.csv as the job set), with the simulated / measured ratio.
+library, OUT/jobs.csv as the job set), with the simulated / measured ratio. A scheduler that
+needs a model (dqngpu, dqngpu-plan) is left out, with a line that says so, when MODEL is missing.
 """
 import json
 import os
@@ -45,12 +49,19 @@ def gpus_of(lib):
     return "h100:1"
 
 
+NEEDS_MODEL = ("dqngpu", "dqngpu-plan")
+
+
+def model_file():
+    return os.environ.get("MODEL", ".devbin/m.safetensors")
+
+
 def simulated(binary, out, scheduler, model):
     lib = os.path.join(out, "lib")
     cmd = [binary, "simulate", "--library", lib, "--jobs", os.path.join(out, "jobs.csv"),
            "--gpus", gpus_of(lib), "--interference", model, "--scheduler", scheduler, "--format", "json"]
-    if scheduler in ("dqngpu", "dqngpu-plan"):
-        cmd += ["--model", os.environ.get("MODEL", ".devbin/m.safetensors")]
+    if scheduler in NEEDS_MODEL:
+        cmd += ["--model", model_file()]
     if os.environ.get("STEP"):
         cmd += ["--step-s", os.environ["STEP"]]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -93,6 +104,11 @@ def main():
             # Each job's run time (finish - start), in submission order, for the per-job table.
             for k, j in enumerate(jobs):
                 execs.setdefault(s, {}).setdefault(k, []).append(j["finished_at"] - j["started_at"])
+    if not os.path.exists(model_file()):
+        for s in sorted(set(per) & set(NEEDS_MODEL)):
+            print(f"{s}: left out, no model at {model_file()} (make it with `dqngpu train -o "
+                  f"{model_file()}`, defaults, or set MODEL=FILE)")
+            del per[s], execs[s]
     print(f"simulated on {gpus_of(os.path.join(out, 'lib'))}; measured: median of the runs (n)")
     print(f"{'scheduler':12} {'n':>2} {'measured JCT / makespan':>24} {'sim h100 fit':>16} {'ratio':>12}"
           f" {'sim Lucid fit':>16} {'ratio':>12}")
