@@ -127,7 +127,9 @@ fn extender_places_a_pod(name: &str, extra: &[&std::ffi::OsStr]) {
     let (st, v) = post(&format!("{base}/filter"), &args);
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["NodeNames"], json!(["gpu-a"]), "{v}");
-    assert!(v["FailedNodes"]["hami-1"].as_str().unwrap().contains("HAMi"), "{v}");
+    // The other convention: no eviction helps, so kube-scheduler does not try preemption.
+    assert!(v["FailedAndUnresolvableNodes"]["hami-1"].as_str().unwrap().contains("HAMi"), "{v}");
+    assert_eq!(v["FailedNodes"], Value::Null, "{v}");
 
     let (st, v) = post(&format!("{base}/prioritize"), &args);
     assert_eq!(st, 200, "{v}");
@@ -192,5 +194,29 @@ fn extender_settings_out_of_range_are_refused() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(code), "{flag} {bad}: {err}");
         assert!(err.contains(flag), "{flag} {bad}: {err}");
+    }
+}
+
+/// HAMi's defaults out of range, and a `HAMI_NODELOCK_EXPIRE` that is not a Go duration, are
+/// refused before the extender starts, naming what is wrong.
+#[test]
+fn extender_hami_settings_out_of_range_are_refused() {
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(["k8s", "extender", "--listen", "127.0.0.1:0"]).args(args).stdin(Stdio::null());
+        c.env_remove("HAMI_NODELOCK_EXPIRE");
+        if let Some(v) = env {
+            c.env("HAMI_NODELOCK_EXPIRE", v);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (code, err) = run(&["--hami-default-cores", "101"], None);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--hami-default-cores"), "{err}");
+    for bad in ["5 minutes", "300", "-1m"] {
+        let (code, err) = run(&[], Some(bad));
+        assert_eq!(code, Some(1), "{bad}: {err}");
+        assert!(err.contains("HAMI_NODELOCK_EXPIRE") && err.contains(bad), "{bad}: {err}");
     }
 }

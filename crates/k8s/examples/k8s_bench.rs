@@ -118,7 +118,7 @@ fn main() {
         let v = pod(&format!("new-{}", i % BINDS), 8 + (i % 3) as u32 * 8, APPS[i % APPS.len()], None);
         let p = dqngpu_k8s::wire::PodInfo::from_value(&v, "pod").expect("pod");
         let t = Instant::now();
-        let f = engine.filter(&p, &names).expect("filter");
+        let f = engine.filter(&p, &names);
         let pr = engine.prioritize(&p, &f.keep).expect("prioritize");
         let dt = t.elapsed().as_secs_f64() * 1000.0;
         assert_eq!(pr.len(), f.keep.len());

@@ -105,13 +105,16 @@ async fn filter(State(s): State<AppState>, body: Bytes) -> Response {
     };
     // About a millisecond of CPU for 1,000 nodes (docs/BENCHMARKS.md): run inline rather than
     // pay a thread hand-off per request.
-    let out = match s.engine.filter(&args.pod, &names) {
-        Ok(o) => o,
-        Err(e) => return filter_error(&s, format!("pod {}: {e}", args.pod.key())),
-    };
-    let failed = if out.failed.is_empty() { None } else { Some(out.failed) };
+    let out = s.engine.filter(&args.pod, &names);
+    let some = |m: std::collections::BTreeMap<String, String>| if m.is_empty() { None } else { Some(m) };
+    let (failed, unresolvable) = (some(out.failed), some(out.unresolvable));
     let reply = if args.node_names.is_some() || args.nodes.is_none() {
-        ExtenderFilterResult { node_names: Some(out.keep), failed_nodes: failed, ..Default::default() }
+        ExtenderFilterResult {
+            node_names: Some(out.keep),
+            failed_nodes: failed,
+            failed_and_unresolvable_nodes: unresolvable,
+            ..Default::default()
+        }
     } else {
         let keep: std::collections::HashSet<&String> = out.keep.iter().collect();
         let items = args.nodes.unwrap_or_default();
@@ -119,7 +122,12 @@ async fn filter(State(s): State<AppState>, body: Bytes) -> Response {
             .candidate_names()
             .unwrap_or_default();
         let items = items.into_iter().zip(names).filter(|(_, n)| keep.contains(n)).map(|(v, _)| v).collect();
-        ExtenderFilterResult { nodes: Some(NodeList { items }), failed_nodes: failed, ..Default::default() }
+        ExtenderFilterResult {
+            nodes: Some(NodeList { items }),
+            failed_nodes: failed,
+            failed_and_unresolvable_nodes: unresolvable,
+            ..Default::default()
+        }
     };
     Json(reply).into_response()
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::apiserver::{urlencode, ApiCallError, ApiClient};
-use crate::decide::Engine;
+use crate::decide::{Demand, Engine};
 use crate::devices::{self, BindPatch, Convention, GpuRequest};
 use crate::state::{unix_now, Assumed};
 use crate::units;
@@ -69,6 +69,10 @@ impl Binder {
     }
 
     /// Binds one pod (blocking: call from a blocking thread).
+    ///
+    /// On a HAMi node HAMi's node lock is taken first, and the GPU is chosen after it, on the
+    /// state as it stands then (a pod HAMi's scheduler assigned meanwhile is counted); a
+    /// failure after the lock releases it.
     pub fn bind(&self, a: &ExtenderBindingArgs) -> Result<(), BindError> {
         let pod = self.lookup_pod(a)?;
         let engine = &self.engine;
@@ -77,52 +81,29 @@ impl Binder {
             return self.create_binding(&pod, &a.node);
         }
         let node = a.node.as_str();
-        // Choose and assume under the node's bind lock: concurrent binds see each other.
-        let (patch, conv) = {
-            let lock = engine.cluster.bind_lock(node);
-            let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
-            let v = engine.cluster.view(node).ok_or_else(|| BindError::Rejected(format!("unknown node {node}")))?;
-            let feasible = engine
-                .fit_node(&d, &v)
-                .map_err(|e| BindError::Rejected(format!("pod {} does not fit node {node}: {e}", pod.key())))?;
-            let choice =
-                engine.choose(&d, &v, &feasible).ok_or_else(|| BindError::Rejected(format!("no GPU on {node}")))?;
-            let slot = &v.slots[choice.slot];
-            let card = slot.device.spec.memory_mib;
-            let mem = d.req.mem_mib(card, engine.cluster.cfg.unit_mib);
-            let now = unix_now();
-            let conv = engine.convention(&v).unwrap_or(Convention::Gpushare);
-            let patch = match &d.req {
-                GpuRequest::Gpushare { units } => {
-                    let ns = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_nanos())
-                        .unwrap_or(0);
-                    BindPatch::gpushare(&slot.device, *units, engine.cluster.cfg.unit_mib, ns)
-                }
-                GpuRequest::Hami { container, .. } => {
-                    BindPatch::hami(&pod, *container, &slot.device, node, mem, d.req.cores(), now as u64)
-                }
-                GpuRequest::None => BindPatch::default(),
-            };
-            let fresh = engine.cluster.assume(Assumed {
-                pod: pod.clone(),
-                node: node.to_string(),
-                gpu_id: slot.device.id.clone(),
-                mem_mib: mem.max(d.peak_mib),
-                cores: d.req.cores(),
-                app: d.app.clone(),
-                since_s: now,
-            });
-            if !fresh {
-                return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
+        let v = engine.cluster.view(node).ok_or_else(|| BindError::Rejected(format!("unknown node {node}")))?;
+        if d.passes(&v) {
+            return self.create_binding(&pod, node);
+        }
+        let locked = engine.convention(&v) == Some(Convention::Hami);
+        if locked {
+            self.hami_lock(&pod, node)?;
+        }
+        let r = self.place(&pod, &d, node).and_then(|patch| {
+            let r = self
+                .client
+                .merge_patch(&pod_path(&pod.namespace, &pod.name), &patch.to_merge_patch())
+                .map_err(BindError::from)
+                .and_then(|_| self.create_binding(&pod, node));
+            if r.is_err() {
+                engine.cluster.forget(&pod.uid);
             }
-            tracing::info!(pod = %pod.key(), node, gpu = %slot.device.id, by_policy = choice.by_policy, rate = choice.rate, "bind");
-            (patch, conv)
-        };
-        let r = self.write(&pod, node, conv, &patch);
+            r
+        });
         if let Err(e) = &r {
-            engine.cluster.forget(&pod.uid);
+            if locked {
+                self.hami_unlock(node);
+            }
             if matches!(e, BindError::Api(a) if a.status() == Some(409)) {
                 engine.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
             }
@@ -130,23 +111,55 @@ impl Binder {
         r
     }
 
-    fn write(&self, pod: &PodInfo, node: &str, conv: Convention, patch: &BindPatch) -> Result<(), BindError> {
-        let locked = conv == Convention::Hami;
-        if locked {
-            self.hami_lock(pod, node)?;
+    /// Chooses the GPU and assumes the pod under the node's bind lock (concurrent binds see
+    /// each other); the annotations to write.
+    fn place(&self, pod: &Arc<PodInfo>, d: &Demand, node: &str) -> Result<BindPatch, BindError> {
+        let engine = &self.engine;
+        let lock = engine.cluster.bind_lock(node);
+        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let v = engine.cluster.view(node).ok_or_else(|| BindError::Rejected(format!("unknown node {node}")))?;
+        let feasible = engine
+            .fit_node(d, &v)
+            .map_err(|e| BindError::Rejected(format!("pod {} does not fit node {node}: {e}", pod.key())))?;
+        let choice = engine.choose(d, &v, &feasible).ok_or_else(|| BindError::Rejected(format!("no GPU on {node}")))?;
+        let slot = &v.slots[choice.slot];
+        let mem = d.req.mem_mib(slot.device.spec.memory_mib, engine.cluster.cfg.unit_mib);
+        let now = unix_now();
+        let patch = match &d.req {
+            GpuRequest::Gpushare { units } => {
+                let ns = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                BindPatch::gpushare(&slot.device, *units, engine.cluster.cfg.unit_mib, ns)
+            }
+            GpuRequest::Hami { container, .. } => {
+                BindPatch::hami(pod, *container, &slot.device, node, mem, d.req.cores(), now as u64)
+            }
+            GpuRequest::None => BindPatch::default(),
+        };
+        let fresh = engine.cluster.assume(Assumed {
+            pod: pod.clone(),
+            node: node.to_string(),
+            gpu_id: slot.device.id.clone(),
+            mem_mib: mem.max(d.peak_mib),
+            cores: d.req.cores(),
+            app: d.app.clone(),
+            since_s: now,
+        });
+        if !fresh {
+            return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
         }
-        let r = self
-            .client
-            .merge_patch(&pod_path(&pod.namespace, &pod.name), &patch.to_merge_patch())
-            .map_err(BindError::from)
-            .and_then(|_| self.create_binding(pod, node));
-        if r.is_err() && locked {
-            let _ = self.client.merge_patch(
-                &format!("/api/v1/nodes/{}", urlencode(node)),
-                &json!({"metadata": {"annotations": {devices::HAMI_LOCK: null}}}),
-            );
-        }
-        r
+        tracing::info!(pod = %pod.key(), node, gpu = %slot.device.id, by_policy = choice.by_policy, rate = choice.rate, "bind");
+        Ok(patch)
+    }
+
+    /// Releases HAMi's node lock (best effort: it expires anyway).
+    fn hami_unlock(&self, node: &str) {
+        let _ = self.client.merge_patch(
+            &format!("/api/v1/nodes/{}", urlencode(node)),
+            &json!({"metadata": {"annotations": {devices::HAMI_LOCK: null}}}),
+        );
     }
 
     fn create_binding(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
@@ -159,8 +172,10 @@ impl Binder {
         Ok(())
     }
 
-    /// Takes HAMi's node lock: refuses a fresh lock held for another pod, patches with the
-    /// node's resourceVersion, and on a conflict reads the node again once.
+    /// Takes HAMi's node lock: refuses a lock younger than the expiry held for another pod
+    /// that still exists (a lock whose pod is gone is taken over, HAMi's dangling-lock
+    /// rule), patches with the node's resourceVersion, and on a conflict reads the node again
+    /// once.
     fn hami_lock(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
         let path = format!("/api/v1/nodes/{}", urlencode(node));
         let mut cached = self.engine.cluster.node(node).map(|n| (*n).clone());
@@ -171,14 +186,7 @@ impl Binder {
                     .map_err(|e| BindError::Rejected(format!("node {node}: {e}")))?,
             };
             if let Some(lock) = n.annotations.get(devices::HAMI_LOCK) {
-                let mut parts = lock.split(',');
-                let t = parts.next().and_then(|t| units::parse_rfc3339(t).ok()).unwrap_or(0.0);
-                let owner = format!("{},{}", parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                if unix_now() - t < devices::HAMI_LOCK_TIMEOUT_S && owner != format!("{},{}", pod.namespace, pod.name) {
-                    return Err(BindError::Rejected(format!(
-                        "node {node} is locked by HAMi (`{lock}`); kube-scheduler will retry"
-                    )));
-                }
+                self.lock_free(lock, pod, node)?;
             }
             let value = format!("{},{},{}", units::format_rfc3339(unix_now() as i64), pod.namespace, pod.name);
             let body = json!({"metadata": {"annotations": {devices::HAMI_LOCK: value}, "resourceVersion": n.resource_version}});
@@ -192,5 +200,27 @@ impl Binder {
             }
         }
         Err(BindError::Rejected(format!("node {node}: HAMi node lock conflicted twice")))
+    }
+
+    /// `Ok` when `pod` may take over HAMi's node lock `lock` (`RFC3339,namespace,name`): it
+    /// is ours, expired, unreadable, or its pod no longer exists.
+    fn lock_free(&self, lock: &str, pod: &PodInfo, node: &str) -> Result<(), BindError> {
+        let mut parts = lock.split(',');
+        let t = parts.next().and_then(|t| units::parse_rfc3339(t).ok()).unwrap_or(0.0);
+        let (ns, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if unix_now() - t >= self.engine.cluster.cfg.hami_lock_expire_s || (ns == pod.namespace && name == pod.name) {
+            return Ok(());
+        }
+        if !ns.is_empty() && !name.is_empty() {
+            match self.client.get(&pod_path(ns, name)) {
+                Err(e) if e.status() == Some(404) => {
+                    tracing::info!(node, lock, "HAMi node lock's pod is gone; taking the lock over");
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(BindError::Rejected(format!("node {node} is locked by HAMi (`{lock}`); kube-scheduler will retry")))
     }
 }

@@ -63,6 +63,17 @@ pub struct Demand {
     pub peak_mib: f64,
     /// Mean demand, for interference predictions.
     pub mean: Resources,
+    /// The pod (HAMi's per-pod device rules read its annotations).
+    pub pod: PodInfo,
+}
+
+impl Demand {
+    /// True when the pod passes node `v` untouched: an ordinary whole-GPU pod (`nvidia.com/gpu`
+    /// alone) on a node that neither gpushare nor HAMi shares. kube-scheduler's own fit counts
+    /// its whole GPUs, and the bind is a plain Binding.
+    pub fn passes(&self, v: &NodeView) -> bool {
+        matches!(self.req, GpuRequest::Hami { whole: true, .. }) && v.plain
+    }
 }
 
 /// The GPU chosen on a node.
@@ -93,8 +104,40 @@ pub struct Engine {
 pub struct FilterOutcome {
     /// Nodes kept, in the order given.
     pub keep: Vec<String>,
-    /// Node → reason, for the others.
+    /// Node → reason, for nodes where the pod may fit once pods leave (kube-scheduler's
+    /// `FailedNodes`: preemption may help).
     pub failed: BTreeMap<String, String>,
+    /// Node → reason, for nodes where no eviction makes the pod fit (kube-scheduler's
+    /// `FailedAndUnresolvableNodes`: no shared GPUs, the other convention, not in the cache,
+    /// an unreadable annotation, a request dqngpu refuses by design).
+    pub unresolvable: BTreeMap<String, String>,
+}
+
+/// Why a pod does not fit a node or one of its GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unfit {
+    /// The reason, for people.
+    pub reason: String,
+    /// True when evicting pods cannot make it fit (preemption cannot help).
+    pub unresolvable: bool,
+}
+
+impl Unfit {
+    /// A reason that evicting pods may remove (memory, compute, the split count taken).
+    pub fn full(reason: String) -> Unfit {
+        Unfit { reason, unresolvable: false }
+    }
+
+    /// A reason no eviction removes.
+    pub fn never(reason: String) -> Unfit {
+        Unfit { reason, unresolvable: true }
+    }
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 impl Engine {
@@ -111,10 +154,14 @@ impl Engine {
 
     /// Reads what `pod` needs; an error says why its request is unusable.
     pub fn demand(&self, pod: &PodInfo) -> Result<Demand, String> {
-        let req = devices::pod_request(pod)?;
-        if let GpuRequest::Hami { gpus, .. } = req {
-            if gpus > 1 {
-                return Err(format!("asks for {gpus} vGPUs; dqngpu places a pod on one shared GPU"));
+        let req = devices::pod_request(pod, &self.cluster.cfg.hami_defaults)?;
+        if let (GpuRequest::Hami { .. }, Some(mode)) = (&req, pod.annotations.get(devices::HAMI_VGPU_MODE)) {
+            if !mode.contains(devices::HAMI_CORE_MODE) {
+                return Err(format!(
+                    "annotation `{}` asks for vGPU mode `{mode}`; dqngpu places only {} vGPUs",
+                    devices::HAMI_VGPU_MODE,
+                    devices::HAMI_CORE_MODE
+                ));
             }
         }
         let app = devices::app_of(pod).map(str::to_string);
@@ -136,7 +183,7 @@ impl Engine {
             submit_s: unix_now(),
             restarts: 0,
         };
-        Ok(Demand { req, app, known, job, peak_mib, mean })
+        Ok(Demand { req, app, known, job, peak_mib, mean, pod: pod.clone() })
     }
 
     /// Memory the pod needs on a card of `card_mib`.
@@ -145,66 +192,105 @@ impl Engine {
     }
 
     /// Why `d` does not fit slot `s` of `v`, or `Ok` when it does.
-    pub fn fits_slot(&self, d: &Demand, v: &NodeView, s: usize) -> Result<(), String> {
+    pub fn fits_slot(&self, d: &Demand, v: &NodeView, s: usize) -> Result<(), Unfit> {
         let slot = &v.slots[s];
         let dev = &slot.device;
+        let hami = matches!(d.req, GpuRequest::Hami { .. });
         if !dev.healthy {
-            return Err(format!("GPU {} unhealthy", dev.index));
+            return Err(Unfit::never(format!("GPU {} unhealthy", dev.index)));
+        }
+        if hami {
+            devices::hami_device_allowed(&d.pod, dev).map_err(Unfit::never)?;
         }
         if slot.residents.len() as u64 >= u64::from(dev.max_pods) {
-            return Err(format!("GPU {} already shared by {} pods (its limit)", dev.index, slot.residents.len()));
+            let why = format!("GPU {} already shared by {} pods (its limit)", dev.index, slot.residents.len());
+            return Err(if dev.max_pods == 0 { Unfit::never(why) } else { Unfit::full(why) });
         }
         let need = self.need_mib(d, dev.spec.memory_mib);
         let free = dev.spec.memory_mib - slot.reserved_mib;
         if need > free + 1e-6 {
-            return Err(format!("GPU {} has {:.0} MiB free, the pod needs {:.0} MiB", dev.index, free.max(0.0), need));
+            let why = format!("GPU {} has {:.0} MiB free, the pod needs {:.0} MiB", dev.index, free.max(0.0), need);
+            return Err(if need > dev.spec.memory_mib + 1e-6 { Unfit::never(why) } else { Unfit::full(why) });
         }
-        if slot.cores_used + d.req.cores() > dev.cores + 1e-6 {
-            return Err(format!(
+        let cores = d.req.cores();
+        if slot.cores_used + cores > dev.cores + 1e-6 {
+            let why = format!(
                 "GPU {} has {:.0}% compute left, the pod asks {:.0}%",
                 dev.index,
                 (dev.cores - slot.cores_used).max(0.0),
-                d.req.cores()
-            ));
+                cores
+            );
+            return Err(if cores > dev.cores + 1e-6 { Unfit::never(why) } else { Unfit::full(why) });
+        }
+        // HAMi's Fit: `gpucores: 100` asks for the card alone, so never on a card in use; a
+        // `gpucores: 0` pod never goes on a card whose compute is all taken.
+        if hami && dev.cores == 100.0 && cores >= 100.0 && !slot.residents.is_empty() {
+            return Err(Unfit::full(format!(
+                "GPU {} is in use by {} pods; the pod asks for it alone (`{}: 100`)",
+                dev.index,
+                slot.residents.len(),
+                devices::HAMI_CORES
+            )));
+        }
+        if hami && dev.cores > 0.0 && cores == 0.0 && slot.cores_used >= dev.cores - 1e-6 {
+            return Err(Unfit::full(format!(
+                "GPU {} has no compute left ({:.0}% taken); HAMi puts no `{}: 0` pod on a full card",
+                dev.index,
+                slot.cores_used,
+                devices::HAMI_CORES
+            )));
         }
         if let Some(app) = &d.app {
             for r in &slot.residents {
                 let Some(other) = &r.app else { continue };
                 let theirs = self.cluster.profiles.avoid_of(other);
                 if d.job.avoid_apps.contains(other) || theirs.contains(app) {
-                    return Err(format!("GPU {}: app `{app}` was OOM-killed beside `{other}`", dev.index));
+                    return Err(Unfit::full(format!("GPU {}: app `{app}` was OOM-killed beside `{other}`", dev.index)));
                 }
             }
         }
         Ok(())
     }
 
-    /// The node's fitting slots, or the reason none fits.
-    pub fn fit_node(&self, d: &Demand, v: &NodeView) -> Result<Vec<usize>, String> {
+    /// The node's fitting slots, or why none fits. An empty list: the pod passes the node
+    /// with no shared GPU ([`Demand::passes`]).
+    pub fn fit_node(&self, d: &Demand, v: &NodeView) -> Result<Vec<usize>, Unfit> {
+        if d.passes(v) {
+            return Ok(Vec::new());
+        }
         let conv = match &v.devices {
-            Err(e) => return Err(e.clone()),
+            Err(e) => return Err(Unfit::never(e.clone())),
             Ok(c) => *c,
         };
         if let Some(want) = d.req.convention() {
             if want != conv {
-                return Err(format!(
+                return Err(Unfit::never(format!(
                     "the pod asks for {}'s resources, the node's GPUs are shared by {}",
                     want.name(),
                     conv.name()
-                ));
+                )));
+            }
+        }
+        if let GpuRequest::Hami { gpus, .. } = d.req {
+            if gpus > 1 {
+                return Err(Unfit::never(format!("asks for {gpus} vGPUs; dqngpu places a pod on one shared GPU")));
             }
         }
         let mut ok = Vec::new();
         let mut why = Vec::new();
+        let mut never = true;
         for s in 0..v.slots.len() {
             match self.fits_slot(d, v, s) {
                 Ok(()) => ok.push(s),
-                Err(e) => why.push(e),
+                Err(e) => {
+                    never &= e.unresolvable;
+                    why.push(e.reason);
+                }
             }
         }
         if ok.is_empty() {
             why.truncate(8);
-            return Err(format!("no GPU fits: {}", why.join("; ")));
+            return Err(Unfit { reason: format!("no GPU fits: {}", why.join("; ")), unresolvable: never });
         }
         Ok(ok)
     }
@@ -246,31 +332,43 @@ impl Engine {
             .map(|(slot, rate)| Choice { slot, by_policy: false, rate })
     }
 
-    /// Filter: the nodes of `names` where the pod fits, and a reason for every other.
-    pub fn filter(&self, pod: &PodInfo, names: &[String]) -> Result<FilterOutcome, String> {
+    /// Filter: the nodes of `names` where the pod fits, and a reason for every other, split
+    /// by whether preemption could help. A request dqngpu cannot use fails every node with
+    /// its reason, as unresolvable (not a whole-request error: kube-scheduler then reports
+    /// the pod unschedulable with the reasons, rather than retrying an error).
+    pub fn filter(&self, pod: &PodInfo, names: &[String]) -> FilterOutcome {
         self.metrics.filter.fetch_add(1, Ordering::Relaxed);
-        let d = self.demand(pod)?;
         let mut out = FilterOutcome::default();
+        let d = match self.demand(pod) {
+            Ok(d) => d,
+            Err(e) => {
+                out.unresolvable = names.iter().map(|n| (n.clone(), e.clone())).collect();
+                return out;
+            }
+        };
         if d.req == GpuRequest::None {
             out.keep = names.to_vec();
-            return Ok(out);
+            return out;
         }
         if !d.known {
             self.metrics.unknown_app.fetch_add(1, Ordering::Relaxed);
         }
         for (n, v) in names.iter().zip(self.cluster.views(names)) {
             let r = match v {
-                None => Err("node not in the extender's cache (not listed by the apiserver yet)".to_string()),
+                None => Err(Unfit::never("node not in the extender's cache (not listed by the apiserver yet)".into())),
                 Some(v) => self.fit_node(&d, &v).map(|_| ()),
             };
             match r {
                 Ok(()) => out.keep.push(n.clone()),
+                Err(e) if e.unresolvable => {
+                    out.unresolvable.insert(n.clone(), e.reason);
+                }
                 Err(e) => {
-                    out.failed.insert(n.clone(), e);
+                    out.failed.insert(n.clone(), e.reason);
                 }
             }
         }
-        Ok(out)
+        out
     }
 
     /// Prioritize: a 0..=10 score per node. Nodes where the policy itself chooses a GPU

@@ -62,6 +62,31 @@ pub const HAMI_BIND_TIME: &str = "hami.io/bind-time";
 pub const HAMI_LOCK: &str = "hami.io/mutex.lock";
 /// How long a HAMi node lock holds before others may take it over (HAMi's default).
 pub const HAMI_LOCK_TIMEOUT_S: f64 = 300.0;
+/// The environment variable HAMi reads the node lock's expiry from (a Go duration).
+pub const HAMI_LOCK_EXPIRE_ENV: &str = "HAMI_NODELOCK_EXPIRE";
+/// HAMi pod annotation: GPU types the pod may use (comma-separated, matched as substrings).
+pub const HAMI_USE_TYPE: &str = "nvidia.com/use-gputype";
+/// HAMi pod annotation: GPU types the pod must not use.
+pub const HAMI_NOUSE_TYPE: &str = "nvidia.com/nouse-gputype";
+/// HAMi pod annotation: GPU UUIDs the pod may use (comma-separated).
+pub const HAMI_USE_UUID: &str = "nvidia.com/use-gpuuuid";
+/// HAMi pod annotation: GPU UUIDs the pod must not use.
+pub const HAMI_NOUSE_UUID: &str = "nvidia.com/nouse-gpuuuid";
+/// HAMi pod annotation: the vGPU modes the pod accepts (`hami-core`, `mig`, `mps`).
+pub const HAMI_VGPU_MODE: &str = "nvidia.com/vgpu-mode";
+/// HAMi's default vGPU mode, the only one dqngpu places.
+pub const HAMI_CORE_MODE: &str = "hami-core";
+
+/// HAMi's node lock expiry: `HAMI_NODELOCK_EXPIRE` as a Go duration when set (HAMi reads the
+/// same variable), else 5 minutes. `value` is the variable's value, `None` when unset.
+pub fn hami_lock_expire_s(value: Option<&str>) -> Result<f64, String> {
+    let Some(v) = value else { return Ok(HAMI_LOCK_TIMEOUT_S) };
+    match crate::units::parse_go_duration(v) {
+        Ok(s) if s > 0.0 => Ok(s),
+        Ok(_) => Err(format!("{HAMI_LOCK_EXPIRE_ENV}=`{v}`: the node lock expiry must be positive")),
+        Err(e) => Err(format!("{HAMI_LOCK_EXPIRE_ENV}=`{v}`: {e}")),
+    }
+}
 
 /// The GPU product label of NVIDIA's GPU feature discovery.
 pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
@@ -105,6 +130,10 @@ pub struct DeviceGpu {
     pub cores: f64,
     /// False when the device plugin reports it unhealthy.
     pub healthy: bool,
+    /// The type as announced (HAMi's `type`; the product label for gpushare).
+    pub ty: String,
+    /// HAMi's vGPU mode (`hami-core`, `mig`, `mps`; "" when not announced).
+    pub mode: String,
 }
 
 /// The node's shared GPUs and which plugin shares them.
@@ -180,6 +209,8 @@ pub fn node_devices(node: &NodeInfo, unit_mib: f64) -> Result<NodeDevices, Strin
                     max_pods: u32::MAX,
                     cores: 100.0,
                     healthy: true,
+                    ty: product.to_string(),
+                    mode: String::new(),
                 })
                 .collect();
             Ok(NodeDevices { convention: Convention::Gpushare, gpus })
@@ -189,6 +220,46 @@ pub fn node_devices(node: &NodeInfo, unit_mib: f64) -> Result<NodeDevices, Strin
             "no shared GPUs: neither `{GPUSHARE_COUNT}`/`{GPUSHARE_MEM}` capacity (gpushare) nor annotation `{HAMI_REGISTER}` (HAMi)"
         )),
     }
+}
+
+/// True when a device plugin of either convention announces the node's GPUs (even
+/// unreadably): HAMi's register annotation or gpushare's capacity.
+pub fn shares_gpus(node: &NodeInfo) -> bool {
+    node.annotations.contains_key(HAMI_REGISTER)
+        || node.capacity.contains_key(GPUSHARE_COUNT)
+        || node.capacity.contains_key(GPUSHARE_MEM)
+}
+
+/// Why HAMi's per-pod device rules keep `pod` off `gpu` (HAMi `checkGPUtype`, `CheckUUID` and
+/// the `nvidia.com/vgpu-mode` check), or `Ok`. Lists are comma-separated; types match as
+/// HAMi's do (case-insensitive substring of the announced type), UUIDs exactly.
+pub fn hami_device_allowed(pod: &PodInfo, gpu: &DeviceGpu) -> Result<(), String> {
+    let a = &pod.annotations;
+    let ty = gpu.ty.to_uppercase();
+    let type_in = |list: &str| list.split(',').any(|t| ty.contains(&t.to_uppercase()));
+    if let Some(l) = a.get(HAMI_USE_TYPE) {
+        if !type_in(l) {
+            return Err(format!("GPU {} is a `{}`, not one of `{HAMI_USE_TYPE}` `{l}`", gpu.index, gpu.ty));
+        }
+    }
+    if let Some(l) = a.get(HAMI_NOUSE_TYPE) {
+        if type_in(l) {
+            return Err(format!("GPU {} is a `{}`, excluded by `{HAMI_NOUSE_TYPE}` `{l}`", gpu.index, gpu.ty));
+        }
+    }
+    if let Some(l) = a.get(HAMI_USE_UUID) {
+        if !l.split(',').any(|u| u == gpu.id) {
+            return Err(format!("GPU {} (`{}`) is not in `{HAMI_USE_UUID}`", gpu.index, gpu.id));
+        }
+    } else if let Some(l) = a.get(HAMI_NOUSE_UUID) {
+        if l.split(',').any(|u| u == gpu.id) {
+            return Err(format!("GPU {} (`{}`) is excluded by `{HAMI_NOUSE_UUID}`", gpu.index, gpu.id));
+        }
+    }
+    if !gpu.mode.is_empty() && gpu.mode != HAMI_CORE_MODE {
+        return Err(format!("GPU {} is in `{}` mode; dqngpu places only {HAMI_CORE_MODE} vGPUs", gpu.index, gpu.mode));
+    }
+    Ok(())
 }
 
 /// Reads HAMi's register annotation: a JSON array (v2.8+) or the older colon form.
@@ -214,6 +285,8 @@ pub fn parse_hami_register(text: &str, product: &str) -> Result<Vec<DeviceGpu>, 
                     return Err(format!("device [{i}] `{id}`: devmem must be > 0 and count, devcore, index >= 0"));
                 }
                 Ok(DeviceGpu {
+                    ty: if ty.is_empty() { product } else { ty }.to_string(),
+                    mode: o.str("mode").map_err(|e| e.to_string())?.to_string(),
                     spec: gpu_spec(if ty.is_empty() { product } else { ty }, devmem as f64),
                     id,
                     index: u32::try_from(index).unwrap_or(u32::MAX),
@@ -250,6 +323,8 @@ pub fn parse_hami_register(text: &str, product: &str) -> Result<Vec<DeviceGpu>, 
             max_pods: u32::try_from(count).unwrap_or(u32::MAX),
             cores: devcore as f64,
             healthy,
+            ty: if f[4].is_empty() { product } else { f[4] }.to_string(),
+            mode: f.get(8).map(|m| m.trim().to_string()).unwrap_or_default(),
         });
     }
     if out.is_empty() {
@@ -278,9 +353,23 @@ pub enum GpuRequest {
         mem_pct: Option<f64>,
         /// Compute per vGPU, percent.
         cores: f64,
-        /// Index of the first container that asks (the one the devices go to).
+        /// Position of the first container that asks (the one the devices go to), over the
+        /// init containers and then the regular ones, as HAMi's device list is laid out.
         container: usize,
+        /// True when the pod asks for `nvidia.com/gpu` alone (no `gpumem`,
+        /// `gpumem-percentage` or `gpucores`): an ordinary whole-GPU pod to any other plugin.
+        whole: bool,
     },
+}
+
+/// HAMi's scheduler settings `defaultMemory` and `defaultCores`: what a vGPU gets when the pod
+/// does not say (HAMi's defaults: 0 MiB, meaning the whole card, and 0 %).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HamiDefaults {
+    /// MiB per vGPU when neither `gpumem` nor `gpumem-percentage` is set (0: the whole card).
+    pub memory_mib: f64,
+    /// Compute per vGPU, percent, when `gpucores` is not set.
+    pub cores: f64,
 }
 
 impl GpuRequest {
@@ -312,33 +401,53 @@ impl GpuRequest {
     }
 }
 
-/// Reads a pod's request from its containers' limits (requests when a limit is absent).
-pub fn pod_request(pod: &PodInfo) -> Result<GpuRequest, String> {
+/// Reads a pod's request from its init containers' and containers' limits (requests when a
+/// limit is absent). HAMi's requests are read over the init containers, then the regular
+/// ones, as HAMi does; gpushare shares GPUs with regular containers only, so a gpushare
+/// request in an init container is refused. `defaults` fill what a HAMi pod leaves unset.
+pub fn pod_request(pod: &PodInfo, defaults: &HamiDefaults) -> Result<GpuRequest, String> {
     let mut units = 0.0;
     let mut share = false;
     let mut hami: Option<GpuRequest> = None;
-    for (i, c) in pod.containers.iter().enumerate() {
+    let all = pod.init_containers.iter().map(|c| (c, true)).chain(pod.containers.iter().map(|c| (c, false)));
+    for (i, (c, init)) in all.enumerate() {
+        let kind = if init { "init container" } else { "container" };
         let get = |key: &str| -> Result<Option<f64>, String> {
             let from = if c.limits.contains_key(key) { &c.limits } else { &c.requests };
-            quantity(from, key, &format!("container `{}` resource", c.name))
+            quantity(from, key, &format!("{kind} `{}` resource", c.name))
         };
         if let Some(u) = get(GPUSHARE_MEM)? {
+            if init && u > 0.0 {
+                return Err(format!(
+                    "init container `{}` asks for `{GPUSHARE_MEM}`; gpushare shares GPUs with regular containers only",
+                    c.name
+                ));
+            }
             units += u;
             share = true;
         }
         if let Some(n) = get(HAMI_GPU)?.filter(|n| *n > 0.0) {
             let n = n.round().min(1024.0) as u32;
-            let (mem, pct, cores) = (get(HAMI_MEM)?, get(HAMI_MEM_PCT)?, get(HAMI_CORES)?.unwrap_or(0.0));
-            if pct.is_some_and(|p| p > 100.0) || cores > 100.0 {
+            let (mem, pct, cores) = (get(HAMI_MEM)?, get(HAMI_MEM_PCT)?, get(HAMI_CORES)?);
+            let whole = mem.is_none() && pct.is_none() && cores.is_none();
+            if pct.is_some_and(|p| p > 100.0) || cores.is_some_and(|c| c > 100.0) {
                 return Err(format!(
-                    "container `{}`: `{HAMI_MEM_PCT}` and `{HAMI_CORES}` are percentages (<= 100)",
+                    "{kind} `{}`: `{HAMI_MEM_PCT}` and `{HAMI_CORES}` are percentages (<= 100)",
                     c.name
                 ));
             }
+            // HAMi: no memory asked (0 counts as unset) takes `defaultMemory`, else the card.
+            let mem = mem.filter(|m| *m > 0.0);
+            let mem = if mem.is_none() && pct.is_none() && defaults.memory_mib > 0.0 {
+                Some(defaults.memory_mib)
+            } else {
+                mem
+            };
+            let cores = cores.unwrap_or(defaults.cores);
             hami = Some(match hami {
-                None => GpuRequest::Hami { gpus: n, mem_mib: mem, mem_pct: pct, cores, container: i },
-                Some(GpuRequest::Hami { gpus, mem_mib, mem_pct, cores, container }) => {
-                    GpuRequest::Hami { gpus: gpus + n, mem_mib, mem_pct, cores, container }
+                None => GpuRequest::Hami { gpus: n, mem_mib: mem, mem_pct: pct, cores, container: i, whole },
+                Some(GpuRequest::Hami { gpus, mem_mib, mem_pct, cores, container, whole }) => {
+                    GpuRequest::Hami { gpus: gpus + n, mem_mib, mem_pct, cores, container, whole }
                 }
                 Some(other) => other,
             });
@@ -425,13 +534,16 @@ impl BindPatch {
         let mut a = BTreeMap::new();
         a.insert(GPUSHARE_IDX.to_string(), gpu.id.clone());
         a.insert(GPUSHARE_POD.to_string(), format_units(pod_units));
-        a.insert(GPUSHARE_DEV.to_string(), format_units(gpu.spec.memory_mib / unit_mib));
+        // gpushare writes total / count in integer division.
+        a.insert(GPUSHARE_DEV.to_string(), format_units((gpu.spec.memory_mib / unit_mib + 1e-9).floor()));
         a.insert(GPUSHARE_ASSIGNED.to_string(), "false".into());
         a.insert(GPUSHARE_ASSUME_TIME.to_string(), now_ns.to_string());
         BindPatch { annotations: a, labels: BTreeMap::new() }
     }
 
-    /// HAMi's annotations and label: the device for the asking container (`;` per container).
+    /// HAMi's annotations and label: the device for the asking container (`;` per container,
+    /// one slot per init container and then per regular container, empty slots kept, as
+    /// HAMi's device plugin reads them by position).
     pub fn hami(
         pod: &PodInfo,
         container: usize,
@@ -442,7 +554,8 @@ impl BindPatch {
         now_s: u64,
     ) -> BindPatch {
         let dev = format!("{},NVIDIA,{},{}:", gpu.id, mem_mib.round() as i64, cores.round() as i64);
-        let devices: String = (0..pod.containers.len().max(container + 1))
+        let slots = pod.init_containers.len() + pod.containers.len();
+        let devices: String = (0..slots.max(container + 1))
             .map(|i| if i == container { format!("{dev};") } else { ";".into() })
             .collect();
         let mut a = BTreeMap::new();
@@ -538,10 +651,14 @@ mod tests {
         }
     }
 
+    fn pod_request_of(p: &PodInfo) -> Result<GpuRequest, String> {
+        pod_request(p, &HamiDefaults::default())
+    }
+
     #[test]
     fn requests_and_allocations() {
         let p = pod(&[(GPUSHARE_MEM, "4")], &[(GPUSHARE_IDX, "1"), (GPUSHARE_POD, "4")]);
-        let r = pod_request(&p).unwrap();
+        let r = pod_request(&p, &HamiDefaults::default()).unwrap();
         assert_eq!(r, GpuRequest::Gpushare { units: 4.0 });
         let a = pod_allocations(&p, &r, 1024.0).unwrap().unwrap();
         assert_eq!(a, vec![Allocation { gpu_id: "1".into(), mem_mib: 4096.0, cores: 0.0 }]);
@@ -549,13 +666,13 @@ mod tests {
             &[(HAMI_GPU, "1"), (HAMI_MEM, "3000"), (HAMI_CORES, "30")],
             &[(HAMI_ALLOCATED, "GPU-a,NVIDIA,3000,30:;")],
         );
-        let r = pod_request(&h).unwrap();
+        let r = pod_request(&h, &HamiDefaults::default()).unwrap();
         assert_eq!(r.mem_mib(16384.0, 1.0), 3000.0);
         assert_eq!(pod_allocations(&h, &r, 1.0).unwrap().unwrap()[0].gpu_id, "GPU-a");
-        let whole = pod_request(&pod(&[(HAMI_GPU, "1")], &[])).unwrap();
+        let whole = pod_request_of(&pod(&[(HAMI_GPU, "1")], &[])).unwrap();
         assert_eq!(whole.mem_mib(16384.0, 1.0), 16384.0);
-        assert_eq!(pod_request(&pod(&[("cpu", "1")], &[])).unwrap(), GpuRequest::None);
-        assert!(pod_request(&pod(&[(GPUSHARE_MEM, "x")], &[])).is_err());
+        assert_eq!(pod_request_of(&pod(&[("cpu", "1")], &[])).unwrap(), GpuRequest::None);
+        assert!(pod_request_of(&pod(&[(GPUSHARE_MEM, "x")], &[])).is_err());
         assert!(pod_allocations(
             &pod(&[(GPUSHARE_MEM, "1")], &[(GPUSHARE_IDX, "a")]),
             &GpuRequest::Gpushare { units: 1.0 },
@@ -573,6 +690,8 @@ mod tests {
             max_pods: 9,
             cores: 100.0,
             healthy: true,
+            ty: "Tesla-T4".into(),
+            mode: String::new(),
         };
         let b = BindPatch::gpushare(&gpu, 4.0, 1024.0, 17);
         assert_eq!(b.annotations[GPUSHARE_IDX], "2");
@@ -588,6 +707,41 @@ mod tests {
         assert_eq!(h.annotations[HAMI_BIND_PHASE], "allocating");
         assert_eq!(h.labels[HAMI_NODE], "n1");
         assert_eq!(parse_hami_devices(&h.annotations[HAMI_ALLOCATED]).unwrap()[0].mem_mib, 3000.0);
+    }
+
+    #[test]
+    fn gpushare_dev_is_floored_as_gpushare_divides() {
+        // 33 GiB over 2 GPUs: gpushare writes 33 / 2 = 16 (Go integer division).
+        let n = node(&[(GPUSHARE_COUNT, "2"), (GPUSHARE_MEM, "33")], &[], &[]);
+        let d = node_devices(&n, 1024.0).unwrap();
+        let b = BindPatch::gpushare(&d.gpus[1], 4.0, 1024.0, 1);
+        assert_eq!(b.annotations[GPUSHARE_DEV], "16");
+    }
+
+    #[test]
+    fn hami_defaults_fill_what_the_pod_leaves_unset() {
+        let defaults = HamiDefaults { memory_mib: 3000.0, cores: 20.0 };
+        let r = pod_request(&pod(&[(HAMI_GPU, "1")], &[]), &defaults).unwrap();
+        assert_eq!((r.mem_mib(16384.0, 1.0), r.cores()), (3000.0, 20.0));
+        assert!(matches!(r, GpuRequest::Hami { whole: true, .. }));
+        // What the pod sets wins; a percentage is not overridden by the default memory.
+        let r = pod_request(&pod(&[(HAMI_GPU, "1"), (HAMI_MEM_PCT, "50"), (HAMI_CORES, "0")], &[]), &defaults).unwrap();
+        assert_eq!((r.mem_mib(16384.0, 1.0), r.cores()), (8192.0, 0.0));
+        assert!(matches!(r, GpuRequest::Hami { whole: false, .. }));
+        // HAMi's own defaults: the whole card, no compute.
+        let r = pod_request_of(&pod(&[(HAMI_GPU, "1"), (HAMI_MEM, "0")], &[])).unwrap();
+        assert_eq!((r.mem_mib(16384.0, 1.0), r.cores()), (16384.0, 0.0));
+    }
+
+    #[test]
+    fn hami_lock_expiry_from_the_environment() {
+        assert_eq!(hami_lock_expire_s(None).unwrap(), 300.0);
+        assert_eq!(hami_lock_expire_s(Some("90s")).unwrap(), 90.0);
+        assert_eq!(hami_lock_expire_s(Some("10m")).unwrap(), 600.0);
+        for bad in ["300", "0", "-5m", "soon"] {
+            let e = hami_lock_expire_s(Some(bad)).unwrap_err();
+            assert!(e.contains(HAMI_LOCK_EXPIRE_ENV) && e.contains(bad), "{e}");
+        }
     }
 
     proptest::proptest! {

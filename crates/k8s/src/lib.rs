@@ -15,7 +15,7 @@
 //! let engine = Engine::new(cluster, Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap()));
 //! let pod = dqngpu_k8s::wire::PodInfo::default();
 //! // A pod that asks for no shared GPU passes every node.
-//! let out = engine.filter(&pod, &["n1".to_string()]).unwrap();
+//! let out = engine.filter(&pod, &["n1".to_string()]);
 //! assert_eq!(out.keep, vec!["n1".to_string()]);
 //! ```
 

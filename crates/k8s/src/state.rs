@@ -26,11 +26,21 @@ pub struct StateConfig {
     /// a change to the node or its pods rebuilds it at once). Rebuilding all 1,000 views of
     /// the benchmark cluster takes about 30 ms, so this stays long.
     pub refresh_s: f64,
+    /// HAMi's `defaultMemory` and `defaultCores` (its scheduler's settings).
+    pub hami_defaults: devices::HamiDefaults,
+    /// Seconds before a HAMi node lock may be taken over (`HAMI_NODELOCK_EXPIRE`, 5 min).
+    pub hami_lock_expire_s: f64,
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
-        StateConfig { unit_mib: 1024.0, assume_ttl_s: 300.0, refresh_s: 60.0 }
+        StateConfig {
+            unit_mib: 1024.0,
+            assume_ttl_s: 300.0,
+            refresh_s: 60.0,
+            hami_defaults: devices::HamiDefaults::default(),
+            hami_lock_expire_s: devices::HAMI_LOCK_TIMEOUT_S,
+        }
     }
 }
 
@@ -128,6 +138,9 @@ pub struct NodeView {
     pub gpus: Vec<GpuState>,
     /// HAMi's node lock annotation, when set.
     pub hami_lock: Option<String>,
+    /// True when no device plugin of either convention announces the node's GPUs (a node
+    /// of whole GPUs, or of none).
+    pub plain: bool,
     /// When built, Unix s.
     pub built_s: f64,
 }
@@ -135,6 +148,8 @@ pub struct NodeView {
 #[derive(Debug, Clone)]
 struct PodEntry {
     info: Arc<PodInfo>,
+    /// The node it is counted on ("" for none): see [`counted_node`].
+    node: String,
     req: GpuRequest,
     alloc: Option<Vec<Allocation>>,
 }
@@ -177,15 +192,28 @@ impl Inner {
 
     fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let e = self.pods.remove(uid)?;
-        if let Some(s) = self.by_node.get_mut(&e.info.node_name) {
+        if let Some(s) = self.by_node.get_mut(&e.node) {
             s.remove(uid);
         }
         if self.by_key.get(&e.info.key()).is_some_and(|u| u == uid) {
             self.by_key.remove(&e.info.key());
         }
-        let node = e.info.node_name.clone();
+        let node = e.node.clone();
         self.invalidate(&node);
         Some(e)
+    }
+}
+
+/// The node a GPU pod is counted on: its `spec.nodeName`, else, for a HAMi pod that HAMi's
+/// scheduler has assigned at filter time but not bound yet, its `hami.io/vgpu-node`
+/// annotation (HAMi's `onAddPod` rule: HAMi counts such a pod at once). "" for none.
+pub fn counted_node<'a>(pod: &'a PodInfo, req: &GpuRequest) -> &'a str {
+    if !pod.node_name.is_empty() {
+        return &pod.node_name;
+    }
+    match (req, pod.annotations.get(devices::HAMI_NODE)) {
+        (GpuRequest::Hami { .. }, Some(n)) if !pod.finished() => n,
+        _ => "",
     }
 }
 
@@ -331,7 +359,7 @@ impl Cluster {
                 g.invalidate(&node);
             }
         }
-        let req = match devices::pod_request(&pod) {
+        let req = match devices::pod_request(&pod, &self.cfg.hami_defaults) {
             Ok(GpuRequest::None) => return,
             Ok(r) => r,
             Err(e) => {
@@ -347,13 +375,13 @@ impl Cluster {
             }
         };
         let uid = pod.uid.clone();
-        let node = pod.node_name.clone();
+        let node = counted_node(&pod, &req).to_string();
         g.by_key.insert(pod.key(), uid.clone());
         if !node.is_empty() {
             g.by_node.entry(node.clone()).or_default().insert(uid.clone());
             g.invalidate(&node);
         }
-        g.pods.insert(uid, PodEntry { info: Arc::new(pod), req, alloc });
+        g.pods.insert(uid, PodEntry { info: Arc::new(pod), node, req, alloc });
     }
 
     /// A GPU pod by namespace and name, from the reflector.
@@ -478,6 +506,7 @@ impl Cluster {
     fn build(&self, g: &Inner, name: &str, now: f64) -> Option<NodeView> {
         let node = g.nodes.get(name)?;
         let hami_lock = node.annotations.get(devices::HAMI_LOCK).cloned();
+        let plain = !devices::shares_gpus(node);
         let parsed =
             g.devices.get(name).cloned().unwrap_or_else(|| Arc::new(devices::node_devices(node, self.cfg.unit_mib)));
         let devs = match &*parsed {
@@ -490,6 +519,7 @@ impl Cluster {
                     slots: Vec::new(),
                     gpus: Vec::new(),
                     hami_lock,
+                    plain,
                     built_s: now,
                 });
             }
@@ -574,7 +604,7 @@ impl Cluster {
                 measured: None,
             });
         }
-        Some(NodeView { name: name.into(), devices: Ok(devs.convention), slots, gpus, hami_lock, built_s: now })
+        Some(NodeView { name: name.into(), devices: Ok(devs.convention), slots, gpus, hami_lock, plain, built_s: now })
     }
 }
 
@@ -644,5 +674,51 @@ mod tests {
         c.delete_pod("u-b");
         assert_eq!(c.view("n1").unwrap().slots[1].reserved_mib, 0.0);
         assert!(c.view("nope").is_none());
+    }
+
+    #[test]
+    fn hami_pods_count_on_their_assigned_node_before_the_binding() {
+        let reg = r#"[{"id":"GPU-a","index":0,"count":10,"devmem":16384,"devcore":100,"type":"T4","health":true}]"#;
+        let n = NodeInfo {
+            name: "h".into(),
+            annotations: [(devices::HAMI_REGISTER.to_string(), reg.to_string())].into_iter().collect(),
+            ..Default::default()
+        };
+        let c = Cluster::new(StateConfig::default(), Arc::new(Profiles::default()));
+        c.replace_nodes(vec![n]);
+        let mut p = PodInfo {
+            namespace: "default".into(),
+            name: "hami".into(),
+            uid: "u-h".into(),
+            phase: "Pending".into(),
+            containers: vec![ContainerInfo {
+                name: "c".into(),
+                limits: [
+                    (devices::HAMI_GPU.to_string(), "1".to_string()),
+                    (devices::HAMI_MEM.to_string(), "12000".to_string()),
+                ]
+                .into_iter()
+                .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        p.annotations.insert(devices::HAMI_ALLOCATED.into(), "GPU-a,NVIDIA,12000,0:;".into());
+        // Devices but no node: nothing to count it on.
+        c.upsert_pod(p.clone());
+        assert_eq!(c.view("h").unwrap().slots[0].reserved_mib, 0.0);
+        p.annotations.insert(devices::HAMI_NODE.into(), "h".into());
+        c.upsert_pod(p.clone());
+        assert_eq!(c.view("h").unwrap().slots[0].reserved_mib, 12000.0);
+        // Bound: counted once, on the same node.
+        p.node_name = "h".into();
+        c.upsert_pod(p.clone());
+        assert_eq!(c.view("h").unwrap().slots[0].residents.len(), 1);
+        p.node_name.clear();
+        p.phase = "Failed".into();
+        c.upsert_pod(p);
+        assert_eq!(c.view("h").unwrap().slots[0].reserved_mib, 0.0);
+        c.delete_pod("u-h");
+        assert_eq!(c.view("h").unwrap().slots[0].residents.len(), 0);
     }
 }

@@ -119,6 +119,50 @@ pub fn format_rfc3339(unix_s: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
+/// Parses a Go duration (`time.ParseDuration`): an optional sign, then one or more decimal
+/// numbers each with a unit `ns`, `us` (`µs`, `μs`), `ms`, `s`, `m`, `h` (`1h30m`, `300s`,
+/// `1.5m`); `0` alone is allowed. Seconds.
+pub fn parse_go_duration(s: &str) -> Result<f64, String> {
+    let bad = |why: &str| format!("`{s}` is not a Go duration ({why}; e.g. `300s`, `5m`, `1h30m`)");
+    let (sign, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Ok(0.0);
+    }
+    if rest.is_empty() {
+        return Err(bad("empty"));
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(n);
+        if num.is_empty() || num == "." {
+            return Err(bad("a number must come before each unit"));
+        }
+        let v: f64 = num.parse().map_err(|_| bad("unreadable number"))?;
+        let u = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(u);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(bad("missing unit")),
+            _ => return Err(bad("unknown unit")),
+        };
+        total += v * scale;
+        rest = next;
+    }
+    if !total.is_finite() {
+        return Err(bad("too large"));
+    }
+    Ok(sign * total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,9 +192,29 @@ mod tests {
         assert!(parse_rfc3339("2024-03-01T12:30:05").is_err());
     }
 
+    #[test]
+    fn go_durations() {
+        let good = [
+            ("300s", 300.0),
+            ("5m", 300.0),
+            ("1h30m", 5400.0),
+            ("1.5m", 90.0),
+            ("250ms", 0.25),
+            ("0", 0.0),
+            ("-2s", -2.0),
+        ];
+        for (text, secs) in good {
+            assert_eq!(parse_go_duration(text).unwrap(), secs, "{text}");
+        }
+        for bad in ["", "5", "m", "5x", "1h 30m", "five minutes", "."] {
+            assert!(parse_go_duration(bad).unwrap_err().contains("not a Go duration"), "{bad}");
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn never_panic(s in ".{0,40}") {
+            let _ = parse_go_duration(&s);
             let _ = parse_quantity(&s);
             let _ = parse_rfc3339(&s);
         }

@@ -237,6 +237,8 @@ pub struct PodInfo {
     pub node_name: String,
     /// `spec.schedulerName`.
     pub scheduler_name: String,
+    /// `spec.initContainers`.
+    pub init_containers: Vec<ContainerInfo>,
     /// `spec.containers`.
     pub containers: Vec<ContainerInfo>,
     /// `status.phase`.
@@ -277,15 +279,8 @@ impl PodInfo {
         if let Some(s) = o.obj("spec")? {
             p.node_name = s.str("nodeName")?.to_string();
             p.scheduler_name = s.str("schedulerName")?.to_string();
-            for (cv, cpath) in s.items("containers")? {
-                let c = Obj::new(cv, cpath)?;
-                let mut ci = ContainerInfo { name: c.str("name")?.to_string(), ..Default::default() };
-                if let Some(r) = c.obj("resources")? {
-                    ci.limits = r.string_map("limits")?;
-                    ci.requests = r.string_map("requests")?;
-                }
-                p.containers.push(ci);
-            }
+            p.init_containers = read_containers(&s, "initContainers")?;
+            p.containers = read_containers(&s, "containers")?;
         }
         if let Some(st) = o.obj("status")? {
             p.phase = st.str("phase")?.to_string();
@@ -310,6 +305,21 @@ impl PodInfo {
         }
         Ok(p)
     }
+}
+
+fn read_containers(spec: &Obj<'_>, name: &str) -> Result<Vec<ContainerInfo>, WireError> {
+    spec.items(name)?
+        .into_iter()
+        .map(|(cv, cpath)| {
+            let c = Obj::new(cv, cpath)?;
+            let mut ci = ContainerInfo { name: c.str("name")?.to_string(), ..Default::default() };
+            if let Some(r) = c.obj("resources")? {
+                ci.limits = r.string_map("limits")?;
+                ci.requests = r.string_map("requests")?;
+            }
+            Ok(ci)
+        })
+        .collect()
 }
 
 fn time_field(o: &Obj<'_>, name: &str) -> Result<Option<f64>, WireError> {

@@ -139,12 +139,14 @@ async fn filter_fixture_node_names_keeps_exactly_the_fitting_nodes() {
     assert_eq!(v["NodeNames"], json!(["gpu-a"]));
     assert_eq!(v["Nodes"], Value::Null);
     assert_eq!(v["Error"], json!(""));
+    // A full GPU may free up (preemption may help); the others never fit.
     let failed = v["FailedNodes"].as_object().unwrap();
-    assert_eq!(failed.len(), 3, "{v}");
+    assert_eq!(failed.len(), 1, "{v}");
     assert!(failed["gpu-b"].as_str().unwrap().contains("0 MiB free"), "{v}");
-    assert!(failed["cpu-only"].as_str().unwrap().contains("no shared GPUs"), "{v}");
-    assert!(failed["ghost"].as_str().unwrap().contains("not in the extender's cache"), "{v}");
-    assert_eq!(v["FailedAndUnresolvableNodes"], Value::Null);
+    let never = v["FailedAndUnresolvableNodes"].as_object().unwrap();
+    assert_eq!(never.len(), 2, "{v}");
+    assert!(never["cpu-only"].as_str().unwrap().contains("no shared GPUs"), "{v}");
+    assert!(never["ghost"].as_str().unwrap().contains("not in the extender's cache"), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,4 +361,280 @@ proptest::proptest! {
         proptest::prop_assert!(st == StatusCode::OK || st == StatusCode::BAD_REQUEST, "{st}");
         proptest::prop_assert!(v.is_object() || v.is_array());
     }
+}
+
+/// A HAMi node: one device per `(uuid, MiB, type, mode)`, 10 splits, 100 % compute each.
+fn hami_node(name: &str, devs: &[(&str, u32, &str, &str)]) -> Value {
+    let reg: Vec<Value> = devs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, mem, ty, mode))| json!({"id": id, "index": i, "count": 10, "devmem": mem, "devcore": 100, "type": ty, "mode": mode, "health": true}))
+        .collect();
+    json!({"metadata": {"name": name, "annotations": {HAMI_REGISTER: Value::Array(reg).to_string()}}, "status": {"capacity": {HAMI_GPU: "10"}}})
+}
+
+/// A pending HAMi pod named `name` whose main container has `limits`, with `ann` annotations.
+fn hami_pod(name: &str, limits: Value, ann: Value) -> Value {
+    json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "annotations": ann},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": limits}}]}, "status": {"phase": "Pending"}})
+}
+
+/// The filter as kube-scheduler sends it (`nodeCacheCapable`), for pod `pod` over `nodes`.
+fn filter_now(w: &World, pod: &Value, nodes: &[&str]) -> Value {
+    let body = json!({"Pod": pod, "NodeNames": nodes}).to_string();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (st, v) = rt.block_on(call(w.app(), "/gpushare-scheduler/filter", &body));
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["Error"], json!(""), "{v}");
+    v
+}
+
+/// A pod HAMi's scheduler has assigned at filter time (`hami.io/vgpu-node`, devices) but not
+/// bound yet holds its GPU: HAMi counts it at once, and so does the extender.
+#[test]
+fn hami_pods_assigned_but_not_yet_bound_hold_their_gpu() {
+    let node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let inflight = hami_pod(
+        "inflight",
+        json!({HAMI_GPU: "1", HAMI_MEM: "12000"}),
+        json!({HAMI_NODE: "h", HAMI_ALLOCATED: "GPU-a,NVIDIA,12000,0:;"}),
+    );
+    let new = hami_pod("new", json!({HAMI_GPU: "1", HAMI_MEM: "8000"}), json!({}));
+    let w = World::new(vec![node], vec![inflight, new.clone()], &[]);
+    let v = filter_now(&w, &new, &["h"]);
+    assert_eq!(v["NodeNames"], json!([]), "{v}");
+    assert!(v["FailedNodes"]["h"].as_str().unwrap().contains("4384 MiB free"), "{v}");
+    // The bind takes HAMi's lock first, finds no room on the state it then sees, and
+    // releases the lock.
+    let e = w.bind("new", "h").unwrap_err();
+    assert!(e.contains("does not fit"), "{e}");
+    let node_patches: Vec<Value> = w
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path == "/api/v1/nodes/h")
+        .map(|r| r.body["metadata"]["annotations"][HAMI_LOCK].clone())
+        .collect();
+    assert_eq!(node_patches.len(), 2, "{node_patches:?}");
+    assert!(node_patches[0].as_str().unwrap().ends_with(",default,new"));
+    assert_eq!(node_patches[1], Value::Null);
+    assert!(w.api.node("h").unwrap()["metadata"]["annotations"].get(HAMI_LOCK).is_none());
+    // Once HAMi's pod finishes, its GPU is free again.
+    w.api.update_pod("default", "inflight", |p| p["status"]["phase"] = json!("Succeeded"));
+    w.wait(|w| w.engine.cluster.pod("default", "inflight").is_some_and(|p| p.finished()));
+    w.wait(|w| w.engine.cluster.node("h").is_some_and(|n| !n.annotations.contains_key(HAMI_LOCK)));
+    w.bind("new", "h").unwrap();
+}
+
+/// HAMi's Fit: `gpucores: 100` never on a card in use; `gpucores: 0` never on a full card.
+#[test]
+fn hami_exclusive_and_full_card_rules() {
+    let t4 = "NVIDIA-Tesla T4";
+    let resident = |name: &str, node: &str, gpu: &str, cores: u32| {
+        let mut p = hami_pod(
+            name,
+            json!({HAMI_GPU: "1", HAMI_MEM: "2000", HAMI_CORES: cores.to_string()}),
+            json!({HAMI_ALLOCATED: format!("{gpu},NVIDIA,2000,{cores}:;")}),
+        );
+        p["spec"]["nodeName"] = json!(node);
+        p["status"]["phase"] = json!("Running");
+        p
+    };
+    let w = World::new(
+        vec![
+            hami_node("h1", &[("GPU-1", 16384, t4, "hami-core")]),
+            hami_node("h2", &[("GPU-2", 16384, t4, "hami-core")]),
+        ],
+        vec![resident("full", "h1", "GPU-1", 100), resident("light", "h2", "GPU-2", 0)],
+        &[],
+    );
+    let zero = hami_pod("zero", json!({HAMI_GPU: "1", HAMI_MEM: "1000"}), json!({}));
+    let v = filter_now(&w, &zero, &["h1", "h2"]);
+    assert_eq!(v["NodeNames"], json!(["h2"]), "{v}");
+    assert!(v["FailedNodes"]["h1"].as_str().unwrap().contains("no compute left"), "{v}");
+    let alone = hami_pod("alone", json!({HAMI_GPU: "1", HAMI_MEM: "1000", HAMI_CORES: "100"}), json!({}));
+    let v = filter_now(&w, &alone, &["h1", "h2"]);
+    assert_eq!(v["NodeNames"], json!([]), "{v}");
+    assert!(v["FailedNodes"]["h2"].as_str().unwrap().contains("asks for it alone"), "{v}");
+}
+
+/// Reasons no eviction can remove go in `FailedAndUnresolvableNodes`, per node; so does a
+/// request dqngpu refuses by design, with no whole-request `Error`.
+#[test]
+fn unresolvable_reasons_go_per_node_in_failed_and_unresolvable_nodes() {
+    let w = small_cluster();
+    let v = filter_now(&w, &gpushare_pod("x", 4, None, None), &["gpu-a", "gpu-b", "cpu-only", "ghost"]);
+    assert_eq!(v["NodeNames"], json!(["gpu-a"]), "{v}");
+    assert_eq!(v["FailedNodes"].as_object().unwrap().keys().collect::<Vec<_>>(), ["gpu-b"], "{v}");
+    let u = &v["FailedAndUnresolvableNodes"];
+    assert!(u["cpu-only"].as_str().unwrap().contains("no shared GPUs"), "{v}");
+    assert!(u["ghost"].as_str().unwrap().contains("not in the extender's cache"), "{v}");
+    // A whole card's memory more than the card has: no eviction helps either.
+    let v = filter_now(&w, &gpushare_pod("big", 20, None, None), &["gpu-a"]);
+    assert!(v["FailedAndUnresolvableNodes"]["gpu-a"].as_str().unwrap().contains("needs 20480 MiB"), "{v}");
+    // HAMi's resources on gpushare nodes; two vGPUs; both conventions at once.
+    let two = hami_pod("two", json!({HAMI_GPU: "2", HAMI_MEM: "1000"}), json!({}));
+    let both = hami_pod("both", json!({HAMI_GPU: "1", GPUSHARE_MEM: "1"}), json!({}));
+    for (pod, why) in [(&two, "shared by gpushare"), (&both, "asks for both")] {
+        let v = filter_now(&w, pod, &["gpu-a", "gpu-b"]);
+        assert_eq!(v["NodeNames"], json!([]), "{v}");
+        assert_eq!(v["FailedNodes"], Value::Null, "{v}");
+        for n in ["gpu-a", "gpu-b"] {
+            assert!(v["FailedAndUnresolvableNodes"][n].as_str().unwrap().contains(why), "{v}");
+        }
+    }
+    let h = World::new(vec![hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "")])], vec![], &[]);
+    let v = filter_now(&h, &two, &["h"]);
+    assert!(v["FailedAndUnresolvableNodes"]["h"].as_str().unwrap().contains("asks for 2 vGPUs"), "{v}");
+}
+
+/// HAMi's device list is positional over the init containers, then the regular ones; a GPU
+/// asked for by an init container is placed there (HAMi's way) with HAMi's lock, and a
+/// gpushare request in an init container is refused with a reason.
+#[test]
+fn init_containers_take_their_place_in_hamis_device_list() {
+    let node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let mut with_init = hami_pod("with-init", json!({HAMI_GPU: "1", HAMI_MEM: "8000"}), json!({}));
+    with_init["spec"]["initContainers"] = json!([{"name": "setup"}]);
+    let mut init_only = hami_pod("init-only", json!({}), json!({}));
+    init_only["spec"]["initContainers"] =
+        json!([{"name": "warm", "resources": {"limits": {HAMI_GPU: "1", HAMI_MEM: "2000"}}}]);
+    let w = World::new(vec![node], vec![with_init, init_only.clone()], &[]);
+    w.bind("with-init", "h").unwrap();
+    assert_eq!(w.annotation("with-init", HAMI_ALLOCATED).as_deref(), Some(";GPU-a,NVIDIA,8000,0:;"));
+    // The device plugin releases the lock after allocating.
+    w.api.put_node(hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]));
+    w.wait(|w| w.engine.cluster.node("h").is_some_and(|n| !n.annotations.contains_key(HAMI_LOCK)));
+    let v = filter_now(&w, &init_only, &["h"]);
+    assert_eq!(v["NodeNames"], json!(["h"]), "{v}");
+    w.bind("init-only", "h").unwrap();
+    assert_eq!(w.annotation("init-only", HAMI_ALLOCATED).as_deref(), Some("GPU-a,NVIDIA,2000,0:;;"));
+    assert_eq!(w.annotation("init-only", HAMI_BIND_PHASE).as_deref(), Some("allocating"));
+    let lock = w.api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
+    assert!(lock.as_str().unwrap().ends_with(",default,init-only"), "{lock}");
+    // gpushare: init containers get no shared GPU from its device plugin.
+    let g = small_cluster();
+    let mut p = gpushare_pod("gs-init", 2, None, None);
+    p["spec"]["initContainers"] = json!([{"name": "warm", "resources": {"limits": {GPUSHARE_MEM: "2"}}}]);
+    let v = filter_now(&g, &p, &["gpu-a"]);
+    assert!(v["FailedAndUnresolvableNodes"]["gpu-a"].as_str().unwrap().contains("init container `warm`"), "{v}");
+}
+
+/// An ordinary whole-GPU pod (`nvidia.com/gpu` alone) passes nodes neither plugin shares and
+/// is bound with a plain Binding; HAMi's and gpushare's nodes still get their reasons.
+#[test]
+fn whole_gpu_pods_pass_nodes_no_plugin_shares() {
+    let plain = json!({"metadata": {"name": "plain"}, "status": {"capacity": {HAMI_GPU: "4"}}});
+    let hami = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let whole = hami_pod("whole", json!({HAMI_GPU: "2"}), json!({}));
+    let w = World::new(vec![plain, hami, gpushare_node("gs", 1, 16)], vec![whole.clone()], &[]);
+    let v = filter_now(&w, &whole, &["plain", "h", "gs"]);
+    assert_eq!(v["NodeNames"], json!(["plain"]), "{v}");
+    assert!(v["FailedAndUnresolvableNodes"]["h"].as_str().unwrap().contains("2 vGPUs"), "{v}");
+    assert!(v["FailedAndUnresolvableNodes"]["gs"].as_str().unwrap().contains("shared by gpushare"), "{v}");
+    w.bind("whole", "plain").unwrap();
+    let reqs = w.api.requests();
+    assert!(!reqs.iter().any(|r| r.method == "PATCH"), "a plain Binding only");
+    assert_eq!(w.api.pod("default", "whole").unwrap()["spec"]["nodeName"], json!("plain"));
+    // With HAMi's parameters it is a HAMi pod, which a plain node does not share.
+    let shared = hami_pod("shared", json!({HAMI_GPU: "1", HAMI_MEM: "1000"}), json!({}));
+    let v = filter_now(&w, &shared, &["plain", "h"]);
+    assert_eq!(v["NodeNames"], json!(["h"]), "{v}");
+    assert!(v["FailedAndUnresolvableNodes"]["plain"].as_str().unwrap().contains("no shared GPUs"), "{v}");
+}
+
+/// HAMi's per-pod device rules: GPU types and UUIDs to use or avoid, and the vGPU mode.
+#[test]
+fn hami_pod_annotations_choose_among_gpus() {
+    let node = hami_node(
+        "h",
+        &[("GPU-t4", 16384, "NVIDIA-Tesla T4", "hami-core"), ("GPU-a100", 40960, "NVIDIA-A100-PCIE-40GB", "")],
+    );
+    let mig = hami_node("m", &[("GPU-mig", 40960, "NVIDIA-A100-PCIE-40GB", "mig")]);
+    let w = World::new(vec![node, mig], vec![], &[]);
+    let limits = json!({HAMI_GPU: "1", HAMI_MEM: "1000"});
+    let cases = [
+        (json!({HAMI_USE_TYPE: "a100"}), Some("GPU-a100")),
+        (json!({HAMI_USE_TYPE: "V100,t4"}), Some("GPU-t4")),
+        (json!({HAMI_USE_TYPE: "H100"}), None),
+        (json!({HAMI_NOUSE_TYPE: "A100"}), Some("GPU-t4")),
+        (json!({HAMI_USE_UUID: "GPU-x,GPU-a100"}), Some("GPU-a100")),
+        (json!({HAMI_NOUSE_UUID: "GPU-t4"}), Some("GPU-a100")),
+        (json!({HAMI_NOUSE_UUID: "GPU-t4,GPU-a100"}), None),
+    ];
+    for (i, (ann, want)) in cases.into_iter().enumerate() {
+        let name = format!("p{i}");
+        w.api.put_pod(hami_pod(&name, limits.clone(), ann.clone()));
+        w.wait(|w| w.engine.cluster.pod("default", &name).is_some());
+        let v = filter_now(&w, &hami_pod(&name, limits.clone(), ann.clone()), &["h", "m"]);
+        assert!(v["FailedAndUnresolvableNodes"]["m"].is_string(), "{v}");
+        match want {
+            None => {
+                assert_eq!(v["NodeNames"], json!([]), "{ann}: {v}");
+                assert!(v["FailedAndUnresolvableNodes"]["h"].is_string(), "{ann}: {v}");
+            }
+            Some(gpu) => {
+                assert_eq!(v["NodeNames"], json!(["h"]), "{ann}: {v}");
+                w.bind(&name, "h").unwrap();
+                let got = w.annotation(&name, HAMI_ALLOCATED).unwrap();
+                assert!(got.starts_with(&format!("{gpu},")), "{ann}: {got}");
+                w.api.put_node(hami_node(
+                    "h",
+                    &[
+                        ("GPU-t4", 16384, "NVIDIA-Tesla T4", "hami-core"),
+                        ("GPU-a100", 40960, "NVIDIA-A100-PCIE-40GB", ""),
+                    ],
+                ));
+                w.wait(|w| w.engine.cluster.node("h").is_some_and(|n| !n.annotations.contains_key(HAMI_LOCK)));
+            }
+        }
+    }
+    let mps = hami_pod("mps", limits.clone(), json!({HAMI_VGPU_MODE: "mps"}));
+    let v = filter_now(&w, &mps, &["h"]);
+    assert!(v["FailedAndUnresolvableNodes"]["h"].as_str().unwrap().contains("vGPU mode `mps`"), "{v}");
+    // The MIG-mode card is never a hami-core vGPU.
+    let core = hami_pod("core", limits, json!({HAMI_VGPU_MODE: "hami-core"}));
+    let v = filter_now(&w, &core, &["h", "m"]);
+    assert_eq!(v["NodeNames"], json!(["h"]), "{v}");
+    assert!(v["FailedAndUnresolvableNodes"]["m"].as_str().unwrap().contains("`mig` mode"), "{v}");
+}
+
+/// HAMi's node lock: a lock whose pod no longer exists is taken over (HAMi's dangling-lock
+/// rule); one whose pod exists holds until the configured expiry.
+#[test]
+fn hami_lock_of_a_deleted_pod_is_taken_over() {
+    let fresh = dqngpu_k8s::units::format_rfc3339(dqngpu_k8s::state::unix_now() as i64);
+    let mut node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    node["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{fresh},default,gone"));
+    let limits = json!({HAMI_GPU: "1", HAMI_MEM: "1000"});
+    let pods = vec![hami_pod("new", limits.clone(), json!({})), hami_pod("holder", limits.clone(), json!({}))];
+    let w = World::new(vec![node.clone()], pods, &[]);
+    w.bind("new", "h").unwrap();
+    let lock = w.api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
+    assert!(lock.as_str().unwrap().ends_with(",default,new"), "{lock}");
+    // A live holder's lock is refused ...
+    let mut held = node.clone();
+    held["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{fresh},default,holder"));
+    let w = World::new(
+        vec![held.clone()],
+        vec![hami_pod("new", limits.clone(), json!({})), hami_pod("holder", limits.clone(), json!({}))],
+        &[],
+    );
+    assert!(w.bind("new", "h").unwrap_err().contains("locked by HAMi"));
+    // ... until it is older than the expiry (`HAMI_NODELOCK_EXPIRE`).
+    let api = StandIn::new(None);
+    let old = dqngpu_k8s::units::format_rfc3339(dqngpu_k8s::state::unix_now() as i64 - 10);
+    held["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{old},default,holder"));
+    api.put_node(held);
+    api.put_pod(hami_pod("new", limits.clone(), json!({})));
+    api.put_pod(hami_pod("holder", limits, json!({})));
+    let url = api.start().unwrap();
+    let client = Arc::new(ApiClient::new(ApiConfig { server: url, token: Token::None, tls: None }));
+    let cfg = StateConfig { refresh_s: 0.0, hami_lock_expire_s: 5.0, ..Default::default() };
+    let cluster = Arc::new(Cluster::new(cfg, Arc::new(Profiles::default())));
+    let engine = Arc::new(Engine::new(cluster, Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap())));
+    dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
+    let w = World { api, binder: Arc::new(Binder { engine: engine.clone(), client }), engine };
+    w.wait(|w| w.engine.cluster.synced());
+    w.bind("new", "h").unwrap();
 }

@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use dqngpu_k8s::api::HttpConfig;
 use dqngpu_k8s::apiserver::{ApiClient, ApiConfig};
+use dqngpu_k8s::devices::{hami_lock_expire_s, HamiDefaults, HAMI_LOCK_EXPIRE_ENV};
 use dqngpu_k8s::state::{Profiles, StateConfig};
 
 /// Arguments.
@@ -77,6 +78,15 @@ struct ExtenderArgs {
     /// Seconds a bound pod is held as assumed if the watch never shows it.
     #[arg(long, allow_negative_numbers = true, default_value_t = 300.0)]
     assume_ttl_s: f64,
+    /// HAMi's `defaultMemory`: MiB per vGPU for a pod that sets neither nvidia.com/gpumem nor
+    /// nvidia.com/gpumem-percentage (0, HAMi's default: the whole card). Set it to what
+    /// HAMi's scheduler is configured with.
+    #[arg(long, default_value_t = 0)]
+    hami_default_memory_mib: u32,
+    /// HAMi's `defaultCores`: compute percent per vGPU for a pod that does not set
+    /// nvidia.com/gpucores (0, HAMi's default), 0 to 100.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    hami_default_cores: u8,
 }
 
 /// Runs the command.
@@ -118,6 +128,13 @@ fn extender(a: ExtenderArgs) -> anyhow::Result<()> {
     let cfg = StateConfig {
         unit_mib: if a.memory_unit == MemoryUnit::Gib { 1024.0 } else { 1.0 },
         assume_ttl_s: a.assume_ttl_s,
+        hami_defaults: HamiDefaults {
+            memory_mib: f64::from(a.hami_default_memory_mib),
+            cores: f64::from(a.hami_default_cores),
+        },
+        // HAMi reads its node lock's expiry from this variable; so does the extender.
+        hami_lock_expire_s: hami_lock_expire_s(std::env::var(HAMI_LOCK_EXPIRE_ENV).ok().as_deref())
+            .map_err(anyhow::Error::msg)?,
         ..Default::default()
     };
     let client = ApiClient::new(api_config(a.kubeconfig)?);
