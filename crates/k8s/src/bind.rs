@@ -8,8 +8,9 @@
 //! scheduler does, with the node's resourceVersion as precondition); HAMi's device plugin
 //! releases it after allocating, and a failed bind releases it.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -37,6 +38,22 @@ pub struct Binder {
     pub engine: Arc<Engine>,
     /// The apiserver.
     pub client: Arc<ApiClient>,
+    /// Pods whose bind is under way here: a second bind of one of them (a retry while the
+    /// first is still running) is refused before it can take or release HAMi's node lock,
+    /// which the first holds under the same pod's name.
+    in_flight: Mutex<HashSet<String>>,
+}
+
+/// Takes a pod out of [`Binder::in_flight`] when its bind ends, however it ends.
+struct InFlight<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    key: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
+    }
 }
 
 fn pod_path(ns: &str, name: &str) -> String {
@@ -44,6 +61,17 @@ fn pod_path(ns: &str, name: &str) -> String {
 }
 
 impl Binder {
+    /// A binder over `engine`'s state, calling `client`.
+    pub fn new(engine: Arc<Engine>, client: Arc<ApiClient>) -> Self {
+        Binder { engine, client, in_flight: Mutex::default() }
+    }
+
+    /// Marks `key` as being bound; `None` when a bind of it is already under way.
+    fn start(&self, key: String) -> Option<InFlight<'_>> {
+        let fresh = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone());
+        fresh.then_some(InFlight { set: &self.in_flight, key })
+    }
+
     fn lookup_pod(&self, a: &ExtenderBindingArgs) -> Result<Arc<PodInfo>, BindError> {
         let ns = if a.pod_namespace.is_empty() { "default" } else { &a.pod_namespace };
         let pod = match self.engine.cluster.pod(ns, &a.pod_name) {
@@ -75,6 +103,9 @@ impl Binder {
     /// failure after the lock releases it.
     pub fn bind(&self, a: &ExtenderBindingArgs) -> Result<(), BindError> {
         let pod = self.lookup_pod(a)?;
+        let Some(_bound) = self.start(pod.key()) else {
+            return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
+        };
         let engine = &self.engine;
         let d = engine.demand(&pod).map_err(|e| BindError::Rejected(format!("pod {}: {e}", pod.key())))?;
         if d.req == GpuRequest::None {

@@ -62,5 +62,5 @@ pub fn start(
     let engine = Arc::new(decide::Engine::new(cluster, policy));
     let client = Arc::new(client);
     reflector::spawn(client.clone(), engine.clone());
-    api::AppState { binder: Some(Arc::new(bind::Binder { engine: engine.clone(), client })), engine }
+    api::AppState { binder: Some(Arc::new(bind::Binder::new(engine.clone(), client))), engine }
 }

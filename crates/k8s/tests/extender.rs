@@ -72,7 +72,7 @@ impl World {
         let policy = Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap());
         let engine = Arc::new(Engine::new(cluster, policy));
         dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
-        let w = World { api, binder: Arc::new(Binder { engine: engine.clone(), client }), engine };
+        let w = World { api, binder: Arc::new(Binder::new(engine.clone(), client)), engine };
         w.wait(|w| w.engine.cluster.synced());
         w
     }
@@ -320,6 +320,37 @@ fn hami_bind_writes_hami_annotations_and_takes_the_node_lock() {
     });
     let e = w.bind("next", "h").unwrap_err();
     assert!(e.contains("locked by HAMi"), "{e}");
+}
+
+#[test]
+fn a_second_bind_of_a_pod_under_way_leaves_the_first_ones_hami_lock() {
+    // kube-scheduler may retry a bind that timed out while the first is still running. The
+    // retry must not take or release HAMi's node lock, which the first holds under the same
+    // pod's name: releasing it would let HAMi's scheduler in before the device plugin ran.
+    let node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let pod = hami_pod("new", json!({HAMI_GPU: "1", HAMI_MEM: "1000"}), json!({}));
+    let w = Arc::new(World::new(vec![node], vec![pod], &[]));
+    // Hold the node's bind lock, so the first bind stops after taking HAMi's lock.
+    let node_lock = w.engine.cluster.bind_lock("h");
+    let held = node_lock.lock().unwrap();
+    let first = std::thread::spawn({
+        let w = w.clone();
+        move || w.bind("new", "h")
+    });
+    let locked = |w: &World| w.api.node("h").is_some_and(|n| n["metadata"]["annotations"][HAMI_LOCK].is_string());
+    w.wait(locked);
+    let second = std::thread::spawn({
+        let w = w.clone();
+        move || w.bind("new", "h")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    drop(held);
+    let results = [first.join().unwrap(), second.join().unwrap()];
+    assert!(results[0].is_ok(), "{results:?}");
+    assert!(results[1].as_ref().is_err_and(|e| e.contains("already being bound")), "{results:?}");
+    let lock = w.api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
+    assert!(lock.as_str().is_some_and(|l| l.ends_with(",default,new")), "the first bind's lock is kept: {lock}");
+    assert_eq!(w.annotation("new", HAMI_BIND_PHASE).as_deref(), Some("allocating"));
 }
 
 #[test]
@@ -634,7 +665,7 @@ fn hami_lock_of_a_deleted_pod_is_taken_over() {
     let cluster = Arc::new(Cluster::new(cfg, Arc::new(Profiles::default())));
     let engine = Arc::new(Engine::new(cluster, Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap())));
     dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
-    let w = World { api, binder: Arc::new(Binder { engine: engine.clone(), client }), engine };
+    let w = World { api, binder: Arc::new(Binder::new(engine.clone(), client)), engine };
     w.wait(|w| w.engine.cluster.synced());
     w.bind("new", "h").unwrap();
 }
