@@ -28,8 +28,9 @@ pub const SOLO_CSV: &str = include_str!("../../../../data/lucid/solo_profiles.cs
 /// The built-in copy of Lucid's measured pairs.
 pub const PAIRS_CSV: &str = include_str!("../../../../data/lucid/colocate_pairs.csv");
 
-/// Assumed solo duration per Lucid size label (0, 1, 2), seconds: Lucid gives speeds in
-/// iterations/s but not job lengths, so we pick lengths that grow with the size class.
+/// Assumed solo duration per Lucid label (0, 1, 2), seconds: Lucid gives speeds in
+/// iterations/s but not job lengths, so we pick lengths that grow with the label. The label
+/// is Lucid's sharing score (how costly the model is to share), not a size (docs/PROFILES.md).
 pub const DURATION_BY_LABEL_S: [f64; 3] = [300.0, 600.0, 1200.0];
 
 /// One row of `solo_profiles.csv`.
