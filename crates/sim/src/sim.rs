@@ -354,13 +354,10 @@ impl Simulator {
         Ok(sim)
     }
 
-    /// Plays this simulation out to the end with `policy` deciding, and finishes it. A policy
-    /// that wants every tick ([`SimConfig::for_policy`]) is asked at every tick from here on,
-    /// as [`run`] asks it, so a future played by a rule is the rule's own run.
+    /// Plays this simulation out to the end with `policy` deciding, and finishes it.
     ///
     /// Errors: as [`Simulator::apply`].
     pub fn play_out(mut self, policy: &dyn dqngpu_model::Policy) -> Result<SimResult, SimError> {
-        self.ask_as(policy);
         while !self.done() {
             if self.needs_decision() {
                 let d = policy.decide(&self.view());
@@ -369,13 +366,6 @@ impl Simulator {
             self.step();
         }
         Ok(self.finish())
-    }
-
-    /// Asks `policy` as often as it wants to be asked: at every tick when it says so.
-    fn ask_as(&mut self, policy: &dyn dqngpu_model::Policy) {
-        if policy.wants_every_tick() {
-            self.config.tick_trigger = TickTrigger::Always;
-        }
     }
 
     /// [`Simulator::play_out`], abandoned as soon as `keep` says no: `keep` is asked at every
@@ -389,7 +379,6 @@ impl Simulator {
         policy: &dyn dqngpu_model::Policy,
         mut keep: impl FnMut(&Simulator) -> bool,
     ) -> Result<Option<SimResult>, SimError> {
-        self.ask_as(policy);
         let mut since_check = 0;
         while !self.done() {
             let deciding = self.needs_decision();

@@ -971,15 +971,6 @@ fn a_policy_that_wants_every_tick_is_asked_every_tick() {
     assert_eq!(makespans[0], makespans[1]);
     assert!(calls[0] <= 4, "peak-drop asks at events only: {calls:?}");
     assert!(calls[1] >= 15, "every tick for 200 s of waiting: {calls:?}");
-    // A run played out from a simulator made with the default trigger (a search's future, a
-    // trainer's rule run) asks the policy as `run` does.
-    for (every_tick, want) in [(false, calls[0]), (true, calls[1])] {
-        let p = CountingSjf { every_tick, calls: 0.into() };
-        let sim = Simulator::new(&titanxp(1), &lib, &set, Arc::new(NoInterference), SimConfig::default()).unwrap();
-        let r = sim.play_out(&p).unwrap();
-        assert_eq!(r.makespan_s, makespans[0]);
-        assert_eq!(p.calls.into_inner(), want, "every_tick {every_tick}");
-    }
 }
 
 /// A packing rule told the budget (`by_name_within`) proposes only groups the simulator then

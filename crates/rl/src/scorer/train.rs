@@ -357,18 +357,7 @@ fn costs(task: &ScorerTask, eps: &[Episode], objective: Objective, policy: &Scor
 
 /// Every rule's finished run on each of `eps` (rule-major).
 fn rule_runs(task: &ScorerTask, eps: &[Episode], rules: &[Box<dyn Policy>]) -> Result<Vec<Vec<SimResult>>, RlError> {
-    // Each rule asked as often as it wants (`Simulator::play_out`), as the evaluation runs it,
-    // so the guards and the teachers are the rules' own runs.
-    rules
-        .iter()
-        .map(|rule| {
-            par_episodes(eps, |_, ep| {
-                let sim =
-                    Simulator::new(&ep.cluster, &ep.library, &ep.set, task.interference.clone(), config_of(task, ep))?;
-                Ok(sim.play_out(rule.as_ref())?)
-            })
-        })
-        .collect()
+    rules.iter().map(|rule| par_episodes(eps, |_, ep| run(task, ep, &mut |v| rule.decide(v)))).collect()
 }
 
 /// `eps` with the recipe's makespan guard on each, and every rule's objective on them
@@ -1333,17 +1322,7 @@ mod tests {
         for (ep, plain) in g.iter().zip(&task.train) {
             let guard = ep.guard.expect("every training episode is guarded");
             assert_eq!(guard.weight, recipe.makespan_guard);
-            // Each rule's own run (asked as often as it wants, as the evaluation asks it).
-            let runs: Vec<SimResult> = rules
-                .iter()
-                .map(|r| {
-                    let config = config_of(&task, plain).for_policy(r.as_ref());
-                    Simulator::new(&plain.cluster, &plain.library, &plain.set, task.interference.clone(), config)
-                        .unwrap()
-                        .play_out(r.as_ref())
-                        .unwrap()
-                })
-                .collect();
+            let runs: Vec<SimResult> = rules.iter().map(|r| run(&task, plain, &mut |v| r.decide(v)).unwrap()).collect();
             assert!(runs.iter().all(|r| guard.jct <= r.mean_jct_s && guard.makespan <= r.makespan_s));
             assert!(runs.iter().any(|r| r.mean_jct_s == guard.jct));
             assert!(runs.iter().any(|r| r.makespan_s == guard.makespan));
