@@ -354,7 +354,10 @@ impl Simulator {
         Ok(sim)
     }
 
-    /// Plays this simulation out to the end with `policy` deciding, and finishes it.
+    /// Plays this simulation out to the end with `policy` deciding, and finishes it. The
+    /// policy is asked at this simulator's own trigger, not at the one it would want under
+    /// [`run`]: a search's future is played at the cadence of whoever will carry it out (a
+    /// plan that follows a rule's future is asked at its own ticks; 26th session, docs/RL.md).
     ///
     /// Errors: as [`Simulator::apply`].
     pub fn play_out(mut self, policy: &dyn dqngpu_model::Policy) -> Result<SimResult, SimError> {
