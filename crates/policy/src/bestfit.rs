@@ -28,6 +28,13 @@ impl Policy for BestFit {
         "bestfit"
     }
 
+    /// Told a budget, it chooses among the groups the budget admits, and what the budget
+    /// admits changes as the residents progress (a short overlap near a resident's end is
+    /// admitted), so it is asked at every tick; without one it reads only remaining peaks.
+    fn wants_every_tick(&self) -> bool {
+        self.admission.is_some()
+    }
+
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         fit::best_fit_memory(view, view.queue.iter(), self.admission.as_deref())
     }

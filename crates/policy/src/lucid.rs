@@ -78,6 +78,13 @@ impl Policy for Lucid {
         "lucid"
     }
 
+    /// Told a budget, it chooses among the groups the budget admits, and what the budget
+    /// admits changes as the residents progress (a short overlap near a resident's end is
+    /// admitted), so it is asked at every tick; without one it reads only remaining peaks.
+    fn wants_every_tick(&self) -> bool {
+        self.admission.is_some()
+    }
+
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let mut queue: Vec<&QueuedJob> = view.queue.iter().collect();
         queue.sort_by(|a, b| fit::shortest_first(a, b));

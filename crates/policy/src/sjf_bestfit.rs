@@ -29,6 +29,13 @@ impl Policy for SjfBestFit {
         "sjf-bestfit"
     }
 
+    /// Told a budget, it chooses among the groups the budget admits, and what the budget
+    /// admits changes as the residents progress (a short overlap near a resident's end is
+    /// admitted), so it is asked at every tick; without one it reads only remaining peaks.
+    fn wants_every_tick(&self) -> bool {
+        self.admission.is_some()
+    }
+
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let mut waiting: Vec<&QueuedJob> = view.queue.iter().collect();
         waiting.sort_by(|a, b| fit::shortest_first(a, b));

@@ -297,4 +297,18 @@ fn rules_that_read_progress_are_asked_every_tick() {
         let every = by_name(name, 0).unwrap().wants_every_tick();
         assert_eq!(every, matches!(*name, "tetris" | "greedy"), "{name}");
     }
+    // Told a budget, every rule that shares a GPU is asked at every tick: what the budget
+    // admits changes as the residents progress. The exclusive rules never share.
+    #[derive(Debug)]
+    struct AdmitAll;
+    impl dqngpu_model::Admission for AdmitAll {
+        fn admits(&self, _: &ClusterView<'_>, _: usize, _: &[dqngpu_model::JobId]) -> bool {
+            true
+        }
+    }
+    let budget: Arc<dyn dqngpu_model::Admission> = Arc::new(AdmitAll);
+    for name in NAMES {
+        let every = crate::by_name_within(name, 0, None, Some(budget.clone())).unwrap().wants_every_tick();
+        assert_eq!(every, !matches!(*name, "fifo" | "sjf" | "random"), "{name} told a budget");
+    }
 }

@@ -524,3 +524,19 @@ fn a_heuristic_resolved_for_a_caller_predicts_with_its_model() {
     assert!((makespan(told.as_ref()) - 200.0).abs() < 2.0, "told: {}", makespan(told.as_ref()));
     assert!(makespan(untold.as_ref()) > 200.0 + 2.0, "untold: {}", makespan(untold.as_ref()));
 }
+
+/// Under a budget what it admits changes as the residents progress (a short overlap near a
+/// resident's end), so the scorer and the plan are asked at every tick, as the rules told the
+/// budget are; without one they follow events and remaining peaks.
+#[test]
+fn the_scorer_and_the_plan_are_asked_every_tick_under_a_budget_only() {
+    use dqngpu_model::Policy;
+    use dqngpu_rl::scorer::plan::{PlanConfig, PlanPolicy};
+    use dqngpu_rl::scorer::{Caller, ScorerPolicy};
+    let plain = ScorerPolicy::untrained(&[32, 16], 1).unwrap();
+    let capped = plain.clone().with_caller(Caller::with_budget(Some(0.10)));
+    assert!(!plain.wants_every_tick());
+    assert!(capped.wants_every_tick());
+    assert!(!PlanPolicy::new(plain, PlanConfig::default()).wants_every_tick());
+    assert!(PlanPolicy::new(capped, PlanConfig::default()).wants_every_tick());
+}

@@ -45,6 +45,14 @@ impl Caller {
         Caller { max_slowdown, ..Caller::default() }
     }
 
+    /// True under a budget: what the budget admits changes as the residents progress (a short
+    /// overlap near a resident's end is admitted), so a policy told it is asked at every
+    /// tick, as the rules told it are (docs/SIMULATOR.md). Without one, decisions follow
+    /// events and remaining peaks.
+    pub fn asks_every_tick(&self) -> bool {
+        self.max_slowdown.is_some()
+    }
+
     /// The budget as the rules see it (`dqngpu_policy::by_name_within`): what the simulator
     /// and the service would admit, predicted with this caller's model at the simulator's
     /// step. `None` without a budget.
@@ -339,6 +347,11 @@ impl ScorerPolicy {
 impl Policy for ScorerPolicy {
     fn name(&self) -> &str {
         "dqngpu"
+    }
+
+    /// Under a budget, asked at every tick ([`Caller::asks_every_tick`]).
+    fn wants_every_tick(&self) -> bool {
+        self.caller.asks_every_tick()
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {

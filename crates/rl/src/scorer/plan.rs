@@ -322,9 +322,15 @@ impl Policy for PlanPolicy {
         "dqngpu-plan"
     }
 
+    /// Under a budget, asked at every tick, as the scorer is ([`Caller::asks_every_tick`]).
+    fn wants_every_tick(&self) -> bool {
+        self.caller().asks_every_tick()
+    }
+
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let caller = self.caller();
-        let config = SimConfig { max_slowdown: caller.max_slowdown, ..SimConfig::default() };
+        // Its futures are played at the cadence it is asked at, so that it can carry them out.
+        let config = SimConfig { max_slowdown: caller.max_slowdown, ..SimConfig::default() }.for_policy(self);
         // A view the simulator cannot hold (none in practice) falls back to the scorer alone.
         let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
