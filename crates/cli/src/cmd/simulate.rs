@@ -65,7 +65,9 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true, default_value_t = SimConfig::default().decision_tick_s)]
     pub decision_tick_s: f64,
     /// What makes the decision tick ask: peak-drop (a running job passed its remaining peak),
-    /// demand-drop (a running job's demand dropped) or always.
+    /// demand-drop (a running job's demand dropped) or always. A policy that reads the
+    /// residents' progress (tetris, greedy, the thesis's agents) or is told a slowdown budget
+    /// (every sharing rule, dqngpu, dqngpu-plan) is asked at every tick whatever this says.
     #[arg(long, value_enum, default_value_t = Trigger::PeakDrop)]
     pub tick_trigger: Trigger,
     /// Slowdown budget for every scheduler, percent, or `off`: a group of jobs predicted by
