@@ -124,9 +124,9 @@ pub trait Policy: Send + Sync {
 
     /// True when decisions follow the running jobs' current demands and progress (not only
     /// events and their remaining peaks), so the policy wants to be asked at every decision
-    /// tick while jobs wait (`tetris`, `greedy`, the thesis's agents). Rules that read only
-    /// events and remaining peaks (`fifo`, `sjf`, `bestfit`, `sjf-bestfit`, `lucid`) would
-    /// decide the same, so they say no and the simulator asks them less often.
+    /// tick while jobs wait (the thesis's agents; every sharing rule and `dqngpu` when told a
+    /// slowdown budget, whose answer changes as the residents progress). Others are asked at
+    /// events and when a remaining peak drops, when resources free up.
     fn wants_every_tick(&self) -> bool {
         false
     }

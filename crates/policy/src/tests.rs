@@ -289,13 +289,10 @@ proptest! {
 }
 
 #[test]
-fn rules_that_read_progress_are_asked_every_tick() {
-    // Tetris projects the residents' free capacity and greedy their demands from their
-    // progress, so their answers change between peak drops; the others read only events and
-    // remaining peaks.
+fn rules_are_asked_every_tick_only_when_told_a_budget() {
+    // Without a budget every rule is asked at events and peak drops (when resources free up).
     for name in NAMES {
-        let every = by_name(name, 0).unwrap().wants_every_tick();
-        assert_eq!(every, matches!(*name, "tetris" | "greedy"), "{name}");
+        assert!(!by_name(name, 0).unwrap().wants_every_tick(), "{name}");
     }
     // Told a budget, every rule that shares a GPU is asked at every tick: what the budget
     // admits changes as the residents progress. The exclusive rules never share.

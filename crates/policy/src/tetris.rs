@@ -79,10 +79,12 @@ impl Policy for Tetris {
         "tetris"
     }
 
-    /// The residents' free capacity is projected from their progress, window by window, so
-    /// the answer changes as they move through their phases, not only when a peak drops.
+    /// Told a budget, asked at every tick: what the budget admits changes as the residents
+    /// progress. Without one, asked when resources free up (a remaining peak drops), as Tetris
+    /// is invoked when a machine frees resources (§3); asking it every tick as well would make
+    /// the runs `dqngpu-plan` weighs as Tetris's differ from Tetris's own (docs/BASELINES.md).
     fn wants_every_tick(&self) -> bool {
-        true
+        self.admission.is_some()
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
