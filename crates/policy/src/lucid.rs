@@ -78,9 +78,7 @@ impl Policy for Lucid {
         "lucid"
     }
 
-    /// Told a budget, it chooses among the groups the budget admits, and what the budget
-    /// admits changes as the residents progress (a short overlap near a resident's end is
-    /// admitted), so it is asked at every tick; without one it reads only remaining peaks.
+    /// Told a budget, at every tick ([`Policy::wants_every_tick`] says why).
     fn wants_every_tick(&self) -> bool {
         self.admission.is_some()
     }

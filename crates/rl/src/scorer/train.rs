@@ -91,10 +91,11 @@ fn task_caller(task: &ScorerTask) -> Caller {
 
 /// The simulator settings of an episode.
 fn config_of(task: &ScorerTask, ep: &Episode) -> SimConfig {
-    let config = SimConfig { max_slowdown: budget_of(task, ep), ..task.config.clone() };
+    let max_slowdown = budget_of(task, ep);
+    let config = SimConfig { max_slowdown, ..task.config.clone() };
     // Under a budget the scorer (and every rule told the budget) is asked at every tick
     // (`Caller::asks_every_tick`), so it trains and is measured against the rules that way.
-    if caller_of(task, ep).asks_every_tick() {
+    if max_slowdown.is_some() {
         SimConfig { tick_trigger: dqngpu_sim::TickTrigger::Always, ..config }
     } else {
         config
