@@ -138,7 +138,8 @@ pub trait Policy: Send + Sync {
 /// it chooses among those whose memory fits, instead of proposing one that is then dropped.
 pub trait Admission: Send + Sync + std::fmt::Debug {
     /// True when the waiting jobs `jobs` of `view` (by id) may start together on GPU `gpu`,
-    /// beside the jobs running there.
+    /// beside the jobs running there. A waiting job counts only through its app and profile:
+    /// two of the same app and profile are admitted alike (rules remember answers by them).
     fn admits(&self, view: &ClusterView<'_>, gpu: usize, jobs: &[JobId]) -> bool;
 }
 

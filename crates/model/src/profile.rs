@@ -96,7 +96,7 @@ pub struct AppProfile {
 }
 
 /// Lazily built tables of a profile: the component-wise peak of samples `i..` for every `i`,
-/// and its [`ProfileTotals`].
+/// its [`ProfileTotals`], its mean sample and where each run of equal samples ends.
 ///
 /// Each is computed from `samples` the first time it is read, so a profile's samples must not
 /// change after that (profiles are shared behind `Arc` and never mutated in place).
@@ -104,6 +104,9 @@ pub struct AppProfile {
 pub struct Derived {
     peaks: std::sync::OnceLock<std::sync::Arc<[Resources]>>,
     totals: std::sync::OnceLock<ProfileTotals>,
+    mean: std::sync::OnceLock<Resources>,
+    /// For each sample, the last of the run of equal samples it is in.
+    run_ends: std::sync::OnceLock<std::sync::Arc<[usize]>>,
 }
 
 impl PartialEq for Derived {
@@ -194,11 +197,37 @@ impl AppProfile {
         ((x + SAMPLE_SNAP * (1.0 + x)) as usize).min(self.samples.len() - 1)
     }
 
-    /// Mean, peak and duration.
+    /// A progress (s of its own time) below which the demand is still sample `i`'s (the
+    /// samples from `i` to there are equal), a little short of where it changes (within a
+    /// ten-millionth); infinite when it never does. Steppers use it to know, without dividing,
+    /// that a demand still holds. O(1) after the first call.
+    #[inline]
+    pub fn demand_held_below(&self, i: usize) -> f64 {
+        let ends = self.derived.run_ends.get_or_init(|| {
+            let mut out = vec![0; self.samples.len()];
+            for k in (0..self.samples.len()).rev() {
+                out[k] =
+                    if k + 1 < self.samples.len() && self.samples[k + 1] == self.samples[k] { out[k + 1] } else { k };
+            }
+            out.into()
+        });
+        let last = ends.get(i).copied().unwrap_or(i);
+        if last + 1 >= self.samples.len() {
+            f64::INFINITY
+        } else {
+            // sample_index snaps up within SAMPLE_SNAP x (1 + x) of a boundary; 1e-7 is far
+            // wider than that and than rounding.
+            (last + 1) as f64 * self.interval_s * (1.0 - 1e-7)
+        }
+    }
+
+    /// Mean, peak and duration; O(1) after the first call (policies ask at every decision).
     pub fn summary(&self) -> ProfileSummary {
-        let sum = self.samples.iter().fold(Resources::ZERO, |acc, s| acc.add(s));
-        let n = self.samples.len().max(1) as f64;
-        ProfileSummary { solo_s: self.solo_s(), mean: sum.scale(1.0 / n), peak: self.peak_from(0) }
+        let mean = *self.derived.mean.get_or_init(|| {
+            let sum = self.samples.iter().fold(Resources::ZERO, |acc, s| acc.add(s));
+            sum.scale(1.0 / self.samples.len().max(1) as f64)
+        });
+        ProfileSummary { solo_s: self.solo_s(), mean, peak: self.peak_from(0) }
     }
 
     /// Component-wise peak of samples `i..` (zero past the end); O(1) after the first call.
@@ -359,6 +388,27 @@ impl AppProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demand_is_held_until_the_samples_change() {
+        let s = |u| Resources::new(u, 100.0, u, 0.0);
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let p = AppProfile::new(info, 2.0, vec![s(10.0), s(10.0), s(10.0), s(50.0), s(10.0), s(10.0)]).unwrap();
+        // Samples 0-2 (progress 0 to 6 s) are equal: held to just short of 6 s, wherever in the run.
+        for i in 0..3 {
+            let below = p.demand_held_below(i);
+            assert!(below < 6.0 && below > 6.0 - 1e-5, "{i}: {below}");
+            assert_eq!(p.sample_index(below), 2);
+        }
+        assert!(p.demand_held_below(3) < 8.0 && p.demand_held_below(3) > 8.0 - 1e-5);
+        // The last run holds to the end and past it.
+        assert_eq!((p.demand_held_below(4), p.demand_held_below(5)), (f64::INFINITY, f64::INFINITY));
+        // Summaries are cached, and the same as computed afresh.
+        let mean = Resources::new(100.0 / 6.0, 100.0, 100.0 / 6.0, 0.0);
+        let (a, b) = (p.summary(), p.summary());
+        assert_eq!(a, b);
+        assert!((a.mean.gpu_util_pct - mean.gpu_util_pct).abs() < 1e-9, "{:?}", a.mean);
+    }
 
     #[test]
     fn peak_from_is_the_suffix_maximum() {

@@ -60,6 +60,38 @@ pub fn admits(
     a.admits(view, g, &ids)
 }
 
+/// The caller's budget for one decision, its answers remembered: a job refused (or admitted)
+/// on a GPU beside the same jobs is answered so again for any waiting job of the same app and
+/// profile ([`Admission`] sees a waiting job only through them), without predicting again. A
+/// queue holds many jobs of few apps, and under a budget the rules are asked at every tick.
+pub struct Admitter<'a, 'q> {
+    admission: Option<&'a dyn Admission>,
+    /// (GPU, the jobs chosen there, a job of the app asked about, the answer).
+    answers: Vec<(usize, Vec<JobId>, &'q QueuedJob, bool)>,
+}
+
+impl<'a, 'q> Admitter<'a, 'q> {
+    /// Answers for `admission` (none: no budget, everything is admitted).
+    pub fn new(admission: Option<&'a dyn Admission>) -> Self {
+        Admitter { admission, answers: Vec::new() }
+    }
+
+    /// [`admits`], remembered.
+    pub fn admits(&mut self, view: &ClusterView<'_>, g: usize, chosen: &[&QueuedJob], job: &'q QueuedJob) -> bool {
+        if self.admission.is_none() {
+            return true;
+        }
+        let alike = |q: &QueuedJob| std::sync::Arc::ptr_eq(&q.profile, &job.profile) && q.app == job.app;
+        let same_chosen = |ids: &[JobId]| ids.len() == chosen.len() && ids.iter().zip(chosen).all(|(a, c)| *a == c.id);
+        if let Some(a) = self.answers.iter().find(|a| a.0 == g && alike(a.2) && same_chosen(&a.1)) {
+            return a.3;
+        }
+        let answer = admits(self.admission, view, g, chosen, job);
+        self.answers.push((g, chosen.iter().map(|c| c.id).collect(), job, answer));
+        answer
+    }
+}
+
 /// GPU-memory best fit over `jobs` in the order given: each goes to the GPU with the least
 /// free memory (capacity minus committed peaks) that still holds its peak memory, has no app
 /// it must avoid and, under a budget, admits it; a job that fits nowhere waits. Groups the
@@ -71,6 +103,7 @@ pub fn best_fit_memory<'q>(
 ) -> Vec<Placement> {
     let mut load: Vec<_> = view.gpus.iter().map(committed).collect();
     let mut chosen: Vec<Vec<&QueuedJob>> = vec![Vec::new(); view.gpus.len()];
+    let mut admitter = Admitter::new(admission);
     for job in jobs {
         let peak = job_peak(job);
         let mut fitting: Vec<usize> = (0..view.gpus.len())
@@ -79,7 +112,7 @@ pub fn best_fit_memory<'q>(
         let free = |g: usize| view.gpus[g].spec.memory_mib - load[g].gpu_mem_mib;
         fitting.sort_by(|&a, &b| free(a).total_cmp(&free(b)).then(a.cmp(&b)));
         // The tightest fit the budget admits (checked in that order, so only as far as needed).
-        let best = fitting.into_iter().find(|&g| admits(admission, view, g, &chosen[g], job));
+        let best = fitting.into_iter().find(|&g| admitter.admits(view, g, &chosen[g], job));
         if let Some(g) = best {
             load[g] = load[g].add(&peak);
             chosen[g].push(job);

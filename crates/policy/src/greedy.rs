@@ -142,6 +142,7 @@ impl Policy for Greedy {
         let mut chosen: Vec<Vec<&QueuedJob>> = vec![Vec::new(); view.gpus.len()];
         let mut taken = vec![false; view.queue.len()];
         let peaks: Vec<_> = view.queue.iter().map(fit::job_peak).collect();
+        let mut admitter = fit::Admitter::new(self.admission.as_deref());
         loop {
             // (gain, job index, gpu) of every pair whose memory fits, in scan order.
             let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
@@ -175,7 +176,7 @@ impl Policy for Greedy {
                 }
                 let Some((gain, k)) = best else { break None };
                 let (_, i, g) = pairs[k];
-                if gain <= 1e-9 || fit::admits(self.admission.as_deref(), view, g, &chosen[g], &view.queue[i]) {
+                if gain <= 1e-9 || admitter.admits(view, g, &chosen[g], &view.queue[i]) {
                     break Some((gain, i, g));
                 }
                 pairs.remove(k);

@@ -309,3 +309,44 @@ fn rules_are_asked_every_tick_only_when_told_a_budget() {
         assert_eq!(every, !matches!(*name, "fifo" | "sjf" | "random"), "{name} told a budget");
     }
 }
+
+/// Counts the questions it is asked; admits a group unless it holds a job of app "heavy".
+#[derive(Debug, Default)]
+struct CountingBudget(std::sync::atomic::AtomicUsize);
+
+impl dqngpu_model::Admission for CountingBudget {
+    fn admits(&self, view: &ClusterView<'_>, _gpu: usize, jobs: &[u64]) -> bool {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        !view.queue.iter().any(|q| jobs.contains(&q.id) && q.app == "heavy")
+    }
+}
+
+#[test]
+fn the_admitter_asks_once_per_gpu_app_and_chosen_jobs() {
+    let heavy = profile("heavy", 100, 90.0, 1000.0);
+    let light = profile("light", 100, 10.0, 1000.0);
+    let queue = vec![queued(1, &heavy), queued(2, &heavy), queued(3, &light), queued(4, &light)];
+    let gpus = vec![titanxp(vec![run(9, &light)]), titanxp(vec![])];
+    let view = ClusterView { now_s: 0.0, gpus: &gpus, queue: &queue };
+    let budget = CountingBudget::default();
+    let asked = || budget.0.load(std::sync::atomic::Ordering::Relaxed);
+    let mut admitter = fit::Admitter::new(Some(&budget));
+    // Jobs 1 and 2 are alike (same app and profile): the second is answered from memory.
+    assert!(!admitter.admits(&view, 0, &[], &queue[0]));
+    assert!(!admitter.admits(&view, 0, &[], &queue[1]));
+    assert_eq!(asked(), 1);
+    // Another GPU, another app, or other jobs chosen beside it: asked again.
+    assert!(!admitter.admits(&view, 1, &[], &queue[1]));
+    assert!(admitter.admits(&view, 0, &[], &queue[2]));
+    assert!(!admitter.admits(&view, 0, &[&queue[2]], &queue[0]));
+    assert_eq!(asked(), 4);
+    assert!(admitter.admits(&view, 0, &[], &queue[3]));
+    assert_eq!(asked(), 4);
+    // A job of the same app name but another profile is not alike.
+    let other = profile("light", 50, 10.0, 1000.0);
+    let q5 = queued(5, &other);
+    assert!(admitter.admits(&view, 0, &[], &q5));
+    assert_eq!(asked(), 5);
+    // Without a budget nothing is asked, and everything is admitted.
+    assert!(fit::Admitter::new(None).admits(&view, 0, &[], &queue[0]));
+}

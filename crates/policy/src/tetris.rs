@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use dqngpu_model::{Admission, ClusterView, Placement, Policy, QueuedJob, Resources};
+use dqngpu_model::{Admission, AppProfile, ClusterView, Placement, Policy, QueuedJob, Resources};
 
 use crate::fit;
 
@@ -91,11 +91,25 @@ impl Policy for Tetris {
         if view.queue.is_empty() {
             return Vec::new();
         }
-        let rows: Vec<Vec<Resources>> = view.queue.iter().map(|q| fit::windows(&q.profile, 0.0, WINDOW_S)).collect();
+        // Jobs of one profile share its windows (a queue holds many jobs of few apps).
+        let mut by_profile: Vec<(&AppProfile, std::rc::Rc<Vec<Resources>>)> = Vec::new();
+        let rows: Vec<std::rc::Rc<Vec<Resources>>> = view
+            .queue
+            .iter()
+            .map(|q| {
+                if let Some((_, w)) = by_profile.iter().find(|(p, _)| std::ptr::eq(*p, &*q.profile)) {
+                    return w.clone();
+                }
+                let w = std::rc::Rc::new(fit::windows(&q.profile, 0.0, WINDOW_S));
+                by_profile.push((&q.profile, w.clone()));
+                w
+            })
+            .collect();
         let peaks: Vec<_> = view.queue.iter().map(fit::job_peak).collect();
         let means: Vec<Resources> = view.queue.iter().map(|q| q.profile.summary().mean).collect();
         let mut taken = vec![false; view.queue.len()];
         let mut out = Vec::new();
+        let mut admitter = fit::Admitter::new(self.admission.as_deref());
         for (g, gpu) in view.gpus.iter().enumerate() {
             let cap = gpu.spec.capacity();
             let mut mem_load = fit::committed(gpu).gpu_mem_mib;
@@ -157,7 +171,7 @@ impl Policy for Tetris {
                     }
                     let Some((k, _)) = best else { break None };
                     let i = fits[k].0;
-                    if fit::admits(self.admission.as_deref(), view, g, &chosen, &view.queue[i]) {
+                    if admitter.admits(view, g, &chosen, &view.queue[i]) {
                         break Some(i);
                     }
                     fits.remove(k);

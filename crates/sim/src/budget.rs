@@ -105,7 +105,24 @@ pub fn predict(
     }
     let refuse = |worst: f64, memory_over: bool| Prediction { worst_slowdown: worst, memory_over, admitted: false };
     let (mut on_gpu, max_steps) = stepper(gpu, model, jobs, step_s);
+    // A steady stretch: per job, the progress below which the last whole step's demand (so
+    // its rate, and the memory checked) still holds and it cannot finish within a step. While
+    // every job is below, a step needs no model, no memory check and no division. Empty: not
+    // in one (no whole step yet, or a demand changed).
+    let mut steady: Vec<f64> = Vec::with_capacity(jobs.len());
+    let mut before: Vec<f64> = Vec::with_capacity(jobs.len());
     for _ in 0..max_steps {
+        if !steady.is_empty() {
+            if steady_step(&mut on_gpu, jobs, &mut lost, max_slowdown, slack_s, step_s) {
+                return refuse(worst_so_far(worst, jobs, &lost), false);
+            }
+            if on_gpu.jobs.iter().zip(&steady).all(|(j, &below)| j.rate.is_none() || j.progress_s < below) {
+                continue;
+            }
+            // Leaving the stretch: the losses only grew, so the worst is at its end.
+            worst = worst_so_far(worst, jobs, &lost);
+            steady.clear();
+        }
         // One pass: how many jobs are left (and the last of them), and the memory they hold
         // now, summed in job order.
         let (mut left, mut last, mut now) = (0, 0, 0.0);
@@ -129,6 +146,8 @@ pub fn predict(
                 Prediction { worst_slowdown: worst, memory_over: false, admitted: true }
             };
         }
+        before.clear();
+        before.extend(on_gpu.jobs.iter().map(|j| j.progress_s));
         let dt = on_gpu.step(step_s);
         for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
             let Some(rate) = lone.rate else { continue };
@@ -139,9 +158,50 @@ pub fn predict(
                 return refuse(worst, false);
             }
         }
+        if dt == step_s {
+            // The demand this step ran at was the sample at its start; a job more than two
+            // steps from its end cannot finish within one (its rate is at most 1).
+            steady.extend(on_gpu.jobs.iter().zip(&before).map(|(j, &start)| {
+                let profile = j.profile;
+                profile.demand_held_below(profile.sample_index(start)).min(profile.solo_s() - 2.0 * step_s)
+            }));
+            if !on_gpu.jobs.iter().zip(&steady).all(|(j, &below)| j.rate.is_none() || j.progress_s < below) {
+                steady.clear();
+            }
+        }
     }
     // Unreachable (rates are at least RATE_FLOOR); stay safe.
     refuse(worst, false)
+}
+
+/// The largest loss so far of any job, as a fraction of its solo time (`worst`: the largest
+/// before; losses never shrink, so their current values are their largest).
+fn worst_so_far(worst: f64, jobs: &[BudgetJob<'_>], lost: &[f64]) -> f64 {
+    jobs.iter().zip(lost).fold(worst, |w, (j, l)| w.max(l / j.profile.solo_s()))
+}
+
+/// One step of `on_gpu` within a steady stretch (see [`predict`]), as [`LoneGpu::step`] and
+/// [`predict`] would take it, with the same arithmetic: the jobs' demands and so their rates
+/// are those of the last step, and none finishes, so the step is whole. Adds each job's loss
+/// to `lost`; true once a job's passes the limit (checked as `predict` checks it, in job
+/// order, stopping there).
+fn steady_step(
+    on_gpu: &mut LoneGpu<'_>,
+    jobs: &[BudgetJob<'_>],
+    lost: &mut [f64],
+    max_slowdown: f64,
+    slack_s: f64,
+    step_s: f64,
+) -> bool {
+    for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(on_gpu.jobs.iter_mut()) {
+        let Some(rate) = lone.rate else { continue };
+        lone.progress_s += rate * step_s;
+        *l += step_s * (1.0 - rate);
+        if *l > max_slowdown * j.profile.solo_s() - slack_s + 1e-9 {
+            return true;
+        }
+    }
+    false
 }
 
 /// True when `jobs` running together on `gpu` under `model`, stepped as [`predict`] steps them,
@@ -301,28 +361,53 @@ mod tests {
         assert_eq!(kept.len(), 1);
     }
 
-    /// [`predict`] as it was before its shortcuts: every step stepped.
-    fn predict_stepping_all(gpu: &GpuSpec, jobs: &[BudgetJob<'_>], max_slowdown: f64, slack_s: f64) -> Prediction {
+    /// [`predict`] as it was before its shortcuts: every step stepped, by hand (the rates asked
+    /// of the model at every step, no [`LoneGpu`]).
+    fn predict_stepping_all(
+        gpu: &GpuSpec,
+        jobs: &[BudgetJob<'_>],
+        max_slowdown: f64,
+        slack_s: f64,
+        step_s: f64,
+    ) -> Prediction {
+        use crate::step::{advance, gpu_rates, time_to_finish, Advance};
+        use dqngpu_interference::JobLoad;
         let model = Contention::default();
         let mut lost: Vec<f64> = jobs.iter().map(|j| j.lost_s.max(0.0)).collect();
         let mut worst: f64 = jobs.iter().zip(&lost).map(|(j, l)| l / j.profile.solo_s()).fold(0.0, f64::max);
-        let lone =
-            jobs.iter().map(|j| LoneJob { app: j.app, profile: j.profile, progress_s: j.progress_s, rate: None });
-        let mut on_gpu = LoneGpu::new(gpu, &model, lone.collect());
+        let mut progress: Vec<f64> = jobs.iter().map(|j| j.progress_s.max(0.0)).collect();
         loop {
-            let left: Vec<&LoneJob> = on_gpu.jobs.iter().filter(|j| !j.done()).collect();
+            let left: Vec<usize> = (0..jobs.len()).filter(|&k| progress[k] < jobs[k].profile.solo_s()).collect();
             if left.is_empty() {
                 return Prediction { worst_slowdown: worst, memory_over: false, admitted: true };
             }
-            if left.iter().map(|j| j.profile.demand_at(j.progress_s).gpu_mem_mib).sum::<f64>() > gpu.memory_mib + 1e-9 {
+            let mem: f64 = left.iter().map(|&k| jobs[k].profile.demand_at(progress[k]).gpu_mem_mib).sum();
+            if mem > gpu.memory_mib + 1e-9 {
                 return Prediction { worst_slowdown: worst, memory_over: true, admitted: false };
             }
-            let dt = on_gpu.step(1.0);
-            for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
-                let Some(rate) = lone.rate else { continue };
-                *l += dt * (1.0 - rate);
-                worst = worst.max(*l / j.profile.solo_s());
-                if *l > max_slowdown * j.profile.solo_s() - slack_s + 1e-9 {
+            let loads: Vec<JobLoad> = left
+                .iter()
+                .map(|&k| JobLoad { app: jobs[k].app, demand: jobs[k].profile.demand_at(progress[k]) })
+                .collect();
+            let mut rates = vec![0.0; left.len()];
+            gpu_rates(&model, gpu, &loads, &mut rates);
+            let finish: Vec<f64> = left
+                .iter()
+                .zip(&rates)
+                .map(|(&k, &r)| time_to_finish(jobs[k].profile.solo_s() - progress[k], r))
+                .collect();
+            let dt = finish.iter().fold(step_s, |dt, &tf| dt.min(tf));
+            for ((&k, &r), &tf) in left.iter().zip(&rates).zip(&finish) {
+                progress[k] = match advance(progress[k], r, tf, dt) {
+                    Advance::Running { progress_s } => progress_s,
+                    Advance::Finished { .. } => jobs[k].profile.solo_s(),
+                };
+            }
+            for (&k, &r) in left.iter().zip(&rates) {
+                let (l, solo) = (&mut lost[k], jobs[k].profile.solo_s());
+                *l += dt * (1.0 - r);
+                worst = worst.max(*l / solo);
+                if *l > max_slowdown * solo - slack_s + 1e-9 {
                     return Prediction { worst_slowdown: worst, memory_over: false, admitted: false };
                 }
             }
@@ -339,13 +424,16 @@ mod tests {
 
     proptest::proptest! {
         /// The shortcuts (a job left alone at full speed; memory-only predictions stopping once
-        /// the remaining peaks fit) answer exactly what stepping to the end answers.
+        /// the remaining peaks fit; steady stretches stepped without asking the model or
+        /// checking memory again; rates kept while demands stay) answer exactly what stepping
+        /// to the end answers, worst slowdown included, at any step length.
         #[test]
         fn shortcuts_answer_as_stepping_to_the_end(
             apps in proptest::collection::vec(
                 proptest::collection::vec((1usize..40, 0.0..100.0f64, 0.0..7000.0f64), 1..4), 1..4),
             starts in proptest::collection::vec((0.0..60.0f64, 0.0..8.0f64), 4),
             limit in proptest::option::of(0.0..0.3f64),
+            step_s in proptest::sample::select(vec![1.0, 0.5, 2.5, 7.0]),
         ) {
             let profiles: Vec<Arc<AppProfile>> =
                 apps.iter().enumerate().map(|(k, p)| phased(&format!("a{k}"), p)).collect();
@@ -363,9 +451,10 @@ mod tests {
             let model = Contention::default();
             let max = limit.unwrap_or(f64::INFINITY);
             let slack = if limit.is_some() { 0.5 } else { 0.0 };
-            proptest::prop_assert_eq!(predict(&gpu, &model, &jobs, max, slack, 1.0), predict_stepping_all(&gpu, &jobs, max, slack));
-            let everything = predict_stepping_all(&gpu, &jobs, f64::INFINITY, 0.0);
-            proptest::prop_assert_eq!(memory_fits(&gpu, &model, &jobs, 1.0), everything.admitted);
+            let expected = predict_stepping_all(&gpu, &jobs, max, slack, step_s);
+            proptest::prop_assert_eq!(predict(&gpu, &model, &jobs, max, slack, step_s), expected);
+            let everything = predict_stepping_all(&gpu, &jobs, f64::INFINITY, 0.0, step_s);
+            proptest::prop_assert_eq!(memory_fits(&gpu, &model, &jobs, step_s), everything.admitted);
         }
     }
 

@@ -105,6 +105,10 @@ pub struct LoneGpu<'a> {
     loads: Vec<JobLoad<'a>>,
     index: Vec<usize>,
     rates: Vec<f64>,
+    /// The jobs and demands `rates` were computed from (one per stepped job): while they stay
+    /// the same, so do the rates, which are not asked again (profiles are often steady for
+    /// many steps, and the interference model is a function of the loads alone).
+    rated: Vec<(usize, dqngpu_model::Resources)>,
     /// Each stepped job's time to finish at its rate (computed once per step).
     finish: Vec<f64>,
 }
@@ -120,6 +124,7 @@ impl<'a> LoneGpu<'a> {
             loads: Vec::with_capacity(n),
             index: Vec::with_capacity(n),
             rates: vec![1.0; n],
+            rated: Vec::with_capacity(n),
             finish: Vec::with_capacity(n),
         }
     }
@@ -140,7 +145,13 @@ impl<'a> LoneGpu<'a> {
         if n == 0 {
             return 0.0;
         }
-        gpu_rates(self.model, self.gpu, &self.loads, &mut self.rates[..n]);
+        let same = self.rated.len() == n
+            && self.rated.iter().zip(&self.index).zip(&self.loads).all(|((r, &k), l)| r.0 == k && r.1 == *l.demand);
+        if !same {
+            gpu_rates(self.model, self.gpu, &self.loads, &mut self.rates[..n]);
+            self.rated.clear();
+            self.rated.extend(self.index.iter().zip(&self.loads).map(|(&k, l)| (k, *l.demand)));
+        }
         self.finish.clear();
         for (&k, &r) in self.index.iter().zip(&self.rates) {
             let j = &self.jobs[k];
