@@ -171,7 +171,7 @@ pub fn predict(
         }
     }
     // Unreachable (rates are at least RATE_FLOOR); stay safe.
-    refuse(worst, false)
+    refuse(worst_so_far(worst, jobs, &lost), false)
 }
 
 /// The largest loss so far of any job, as a fraction of its solo time (`worst`: the largest
