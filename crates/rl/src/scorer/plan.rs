@@ -67,8 +67,9 @@ impl PlanConfig {
 }
 
 impl Default for PlanConfig {
-    /// Four rows and twice the training's default guard (docs/RL.md, "Search at decision
-    /// time": with the promise kept, weight 2 brings every pair within issue 10's lines).
+    /// Four rows and twice the training's default guard (docs/RL.md: "Search at decision
+    /// time", and "The guard's weight on validation seeds", where weight 2 keeps every pair
+    /// within issue 10's lines with the widest margin).
     fn default() -> Self {
         PlanConfig { top_k: 4, makespan_guard: 2.0 }
     }
