@@ -845,6 +845,32 @@ mod tests {
     }
 
     #[test]
+    fn shipped_validation_config_is_the_default_on_other_seeds_and_library() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let v = ExperimentConfig::read(&dir.join("validation.toml")).unwrap();
+        let d = ExperimentConfig::default();
+        // Its evaluation seeds are neither the default's (the test seeds) nor training's.
+        let (test, val, train) = (d.eval_seeds(), v.eval_seeds(), v.training_seeds());
+        assert_eq!(val.len(), test.len());
+        assert!(val.iter().all(|s| !test.contains(s) && !train.contains(s)), "{val:?}");
+        // Its held-out library is neither the default's nor one the scorer trains on.
+        let held_out = |c: &ExperimentConfig| -> Vec<String> {
+            c.cells.iter().filter(|c| c.name.starts_with("heldout")).map(|c| c.library.clone()).collect()
+        };
+        let (lib_test, lib_val) = (held_out(&d), held_out(&v));
+        assert!(!lib_val.is_empty() && lib_val.iter().all(|l| !lib_test.contains(l)), "{lib_val:?}");
+        let trained: Vec<&String> = v.training.scorer_settings.iter().flat_map(|s| &s.libraries).collect();
+        assert!(lib_val.iter().all(|l| !trained.contains(&l)), "{lib_val:?}");
+        // Everything else is the default.
+        let mut back = v.clone();
+        back.evaluation.first_seed = d.evaluation.first_seed;
+        for (c, dc) in back.cells.iter_mut().zip(&d.cells) {
+            c.library = dc.library.clone();
+        }
+        assert_eq!(back, d);
+    }
+
+    #[test]
     fn seeds_are_disjoint_and_quick_is_smaller() {
         let c = ExperimentConfig::default();
         let (e, t) = (c.eval_seeds(), c.training_seeds());
