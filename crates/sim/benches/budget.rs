@@ -1,8 +1,9 @@
 //! Times the slowdown budget's prediction (`budget::predict`): every ordered pair of a
 //! library's apps, one running from its start and one about to join it, under a 10% budget
 //! (the question a rule asks of each waiting job at every tick under a budget). Median wall
-//! time per prediction on this thread, per library: `thesis` (time-varying profiles, Titan Xp)
-//! and `lucid` (steady profiles, RTX 3090). Run: `cargo bench -p dqngpu-sim --bench budget`
+//! time per prediction on this thread, per library: `thesis` and the held-out
+//! `generated:1001` (time-varying profiles, Titan Xp) and `lucid` (steady profiles, RTX 3090).
+//! Run: `cargo bench -p dqngpu-sim --bench budget`
 //! (arg: `[runs]`).
 
 use std::time::Instant;
@@ -17,7 +18,7 @@ fn main() {
     let runs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(21);
     let model = Contention::default();
     println!("budget::predict, every ordered pair of apps, 10% budget, 1 s steps; median of {runs} runs");
-    for (name, gpu_key) in [("thesis", "titanxp"), ("lucid", "rtx3090")] {
+    for (name, gpu_key) in [("thesis", "titanxp"), ("lucid", "rtx3090"), ("generated:1001", "titanxp")] {
         let lib = library::resolve(name).expect("library");
         let spec = gpu::lookup(gpu_key).expect("gpu");
         let apps: Vec<_> = lib.apps.values().collect();
@@ -44,7 +45,7 @@ fn main() {
         times.sort_by(f64::total_cmp);
         let per = times[times.len() / 2] / pairs.len() as f64;
         println!(
-            "{name:<7} {:>5} pairs  {:>5} admitted  median {:>8.2} us per prediction  (min {:>8.2}, max {:>8.2})",
+            "{name:<15} {:>5} pairs  {:>5} admitted  median {:>8.2} us per prediction  (min {:>8.2}, max {:>8.2})",
             pairs.len(),
             admitted,
             per * 1e6,
