@@ -46,20 +46,6 @@ pub fn shortest_first(a: &QueuedJob, b: &QueuedJob) -> Ordering {
     a.profile.solo_s().total_cmp(&b.profile.solo_s()).then(a.submit_s.total_cmp(&b.submit_s)).then(a.id.cmp(&b.id))
 }
 
-/// True when the caller's budget (`admission`; none: no budget) lets `job` start on GPU `g` of
-/// `view` beside the jobs running there and `chosen` (those placed there in this decision).
-pub fn admits(
-    admission: Option<&dyn Admission>,
-    view: &ClusterView<'_>,
-    g: usize,
-    chosen: &[&QueuedJob],
-    job: &QueuedJob,
-) -> bool {
-    let Some(a) = admission else { return true };
-    let ids: Vec<JobId> = chosen.iter().map(|j| j.id).chain(std::iter::once(job.id)).collect();
-    a.admits(view, g, &ids)
-}
-
 /// The caller's budget for one decision, its answers remembered: a job refused (or admitted)
 /// on a GPU beside the same jobs is answered so again for any waiting job of the same app and
 /// profile ([`Admission`] sees a waiting job only through them), without predicting again. A
@@ -76,18 +62,20 @@ impl<'a, 'q> Admitter<'a, 'q> {
         Admitter { admission, answers: Vec::new() }
     }
 
-    /// [`admits`], remembered.
+    /// True when the caller's budget lets `job` start on GPU `g` of `view` beside the jobs
+    /// running there and `chosen` (those placed there in this decision); remembered.
     pub fn admits(&mut self, view: &ClusterView<'_>, g: usize, chosen: &[&QueuedJob], job: &'q QueuedJob) -> bool {
-        if self.admission.is_none() {
-            return true;
-        }
+        let Some(admission) = self.admission else { return true };
         let alike = |q: &QueuedJob| std::sync::Arc::ptr_eq(&q.profile, &job.profile) && q.app == job.app;
         let same_chosen = |ids: &[JobId]| ids.len() == chosen.len() && ids.iter().zip(chosen).all(|(a, c)| *a == c.id);
         if let Some(a) = self.answers.iter().find(|a| a.0 == g && alike(a.2) && same_chosen(&a.1)) {
             return a.3;
         }
-        let answer = admits(self.admission, view, g, chosen, job);
-        self.answers.push((g, chosen.iter().map(|c| c.id).collect(), job, answer));
+        let mut ids: Vec<JobId> = chosen.iter().map(|c| c.id).collect();
+        ids.push(job.id);
+        let answer = admission.admits(view, g, &ids);
+        ids.pop();
+        self.answers.push((g, ids, job, answer));
         answer
     }
 }

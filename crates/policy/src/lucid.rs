@@ -110,6 +110,7 @@ impl Policy for Lucid {
         alone.sort_by(|a, b| a.started_s.total_cmp(&b.started_s).then(a.gpu.cmp(&b.gpu)));
         let mut free: Vec<bool> = view.gpus.iter().map(|g| g.is_idle()).collect();
         let mut chosen: Vec<Vec<&QueuedJob>> = vec![Vec::new(); view.gpus.len()];
+        let mut admitter = fit::Admitter::new(self.admission.as_deref());
         for job in queue {
             let mem = fit::job_peak(job).gpu_mem_mib;
             let score = share_score(&job.profile);
@@ -122,7 +123,7 @@ impl Policy for Lucid {
                             && job.profile.solo_s() <= 2.0 * j.solo_s
                             && !job.avoid_apps.iter().any(|a| a == j.app)
                             && !j.avoid.iter().any(|a| *a == job.profile.app.name)
-                            && fit::admits(self.admission.as_deref(), view, j.gpu, &chosen[j.gpu], job)
+                            && admitter.admits(view, j.gpu, &chosen[j.gpu], job)
                     })
                 })
                 .flatten();

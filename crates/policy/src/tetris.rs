@@ -91,20 +91,17 @@ impl Policy for Tetris {
         if view.queue.is_empty() {
             return Vec::new();
         }
-        // Jobs of one profile share its windows (a queue holds many jobs of few apps).
-        let mut by_profile: Vec<(&AppProfile, std::rc::Rc<Vec<Resources>>)> = Vec::new();
-        let rows: Vec<std::rc::Rc<Vec<Resources>>> = view
-            .queue
-            .iter()
-            .map(|q| {
-                if let Some((_, w)) = by_profile.iter().find(|(p, _)| std::ptr::eq(*p, &*q.profile)) {
-                    return w.clone();
-                }
-                let w = std::rc::Rc::new(fit::windows(&q.profile, 0.0, WINDOW_S));
-                by_profile.push((&q.profile, w.clone()));
-                w
-            })
-            .collect();
+        // Jobs of one profile share its windows (a queue holds many jobs of few apps):
+        // `windows[row_of[i]]` are job i's.
+        let (mut windows, mut row_of): (Vec<(&AppProfile, Vec<Resources>)>, Vec<usize>) = (Vec::new(), Vec::new());
+        for q in view.queue {
+            let k = windows.iter().position(|(p, _)| std::ptr::eq(*p, &*q.profile)).unwrap_or_else(|| {
+                windows.push((&q.profile, fit::windows(&q.profile, 0.0, WINDOW_S)));
+                windows.len() - 1
+            });
+            row_of.push(k);
+        }
+        let rows: Vec<&[Resources]> = row_of.iter().map(|&k| windows[k].1.as_slice()).collect();
         let peaks: Vec<_> = view.queue.iter().map(fit::job_peak).collect();
         let means: Vec<Resources> = view.queue.iter().map(|q| q.profile.summary().mean).collect();
         let mut taken = vec![false; view.queue.len()];
@@ -179,7 +176,7 @@ impl Policy for Tetris {
                 let Some(i) = picked else { break };
                 taken[i] = true;
                 mem_load += peaks[i].gpu_mem_mib;
-                add_windows(&mut used, &rows[i]);
+                add_windows(&mut used, rows[i]);
                 chosen.push(&view.queue[i]);
             }
             if !chosen.is_empty() {

@@ -110,13 +110,12 @@ pub fn predict(
     // every job is below, a step needs no model, no memory check and no division. Empty: not
     // in one (no whole step yet, or a demand changed).
     let mut steady: Vec<f64> = Vec::with_capacity(jobs.len());
-    let mut before: Vec<f64> = Vec::with_capacity(jobs.len());
     for _ in 0..max_steps {
         if !steady.is_empty() {
             if steady_step(&mut on_gpu, jobs, &mut lost, max_slowdown, slack_s, step_s) {
                 return refuse(worst_so_far(worst, jobs, &lost), false);
             }
-            if on_gpu.jobs.iter().zip(&steady).all(|(j, &below)| j.rate.is_none() || j.progress_s < below) {
+            if within_stretch(&on_gpu, &steady) {
                 continue;
             }
             // Leaving the stretch: the losses only grew, so the worst is at its end.
@@ -146,8 +145,12 @@ pub fn predict(
                 Prediction { worst_slowdown: worst, memory_over: false, admitted: true }
             };
         }
-        before.clear();
-        before.extend(on_gpu.jobs.iter().map(|j| j.progress_s));
+        // The stretch this step may open: the demand it runs at is the sample at its start; a
+        // job more than two steps from its end cannot finish within one (its rate is at most 1).
+        steady.extend(on_gpu.jobs.iter().map(|j| {
+            let profile = j.profile;
+            profile.demand_held_below(profile.sample_index(j.progress_s)).min(profile.solo_s() - 2.0 * step_s)
+        }));
         let dt = on_gpu.step(step_s);
         for ((j, l), lone) in jobs.iter().zip(lost.iter_mut()).zip(&on_gpu.jobs) {
             let Some(rate) = lone.rate else { continue };
@@ -158,20 +161,18 @@ pub fn predict(
                 return refuse(worst, false);
             }
         }
-        if dt == step_s {
-            // The demand this step ran at was the sample at its start; a job more than two
-            // steps from its end cannot finish within one (its rate is at most 1).
-            steady.extend(on_gpu.jobs.iter().zip(&before).map(|(j, &start)| {
-                let profile = j.profile;
-                profile.demand_held_below(profile.sample_index(start)).min(profile.solo_s() - 2.0 * step_s)
-            }));
-            if !on_gpu.jobs.iter().zip(&steady).all(|(j, &below)| j.rate.is_none() || j.progress_s < below) {
-                steady.clear();
-            }
+        // Only a whole step opens one (a cut step ended at a finish).
+        if dt != step_s || !within_stretch(&on_gpu, &steady) {
+            steady.clear();
         }
     }
     // Unreachable (rates are at least RATE_FLOOR); stay safe.
     refuse(worst_so_far(worst, jobs, &lost), false)
+}
+
+/// True when every job still running is below its bound of the steady stretch `steady`.
+fn within_stretch(on_gpu: &LoneGpu<'_>, steady: &[f64]) -> bool {
+    on_gpu.jobs.iter().zip(steady).all(|(j, &below)| j.rate.is_none() || j.progress_s < below)
 }
 
 /// The largest loss so far of any job, as a fraction of its solo time (`worst`: the largest
