@@ -38,9 +38,10 @@ pub struct Binder {
     pub engine: Arc<Engine>,
     /// The apiserver.
     pub client: Arc<ApiClient>,
-    /// Pods whose bind is under way here: a second bind of one of them (a retry while the
-    /// first is still running) is refused before it can take or release HAMi's node lock,
-    /// which the first holds under the same pod's name.
+    /// Pods whose bind is under way here. With the pods assumed (placed by a bind that ended,
+    /// not yet seen bound by the watch), a second bind of one of them (kube-scheduler's retry)
+    /// is refused before it can take or release HAMi's node lock, which the first holds under
+    /// the same pod's name until the device plugin runs.
     in_flight: Mutex<HashSet<String>>,
 }
 
@@ -103,10 +104,11 @@ impl Binder {
     /// failure after the lock releases it.
     pub fn bind(&self, a: &ExtenderBindingArgs) -> Result<(), BindError> {
         let pod = self.lookup_pod(a)?;
-        let Some(_bound) = self.start(pod.key()) else {
-            return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
-        };
         let engine = &self.engine;
+        let started = self.start(pod.key());
+        if started.is_none() || engine.cluster.is_assumed(&pod.uid) {
+            return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
+        }
         let d = engine.demand(&pod).map_err(|e| BindError::Rejected(format!("pod {}: {e}", pod.key())))?;
         if d.req == GpuRequest::None {
             return self.create_binding(&pod, &a.node);

@@ -446,8 +446,9 @@ pub fn pod_request(pod: &PodInfo, defaults: &HamiDefaults) -> Result<GpuRequest,
             let cores = cores.unwrap_or(defaults.cores);
             hami = Some(match hami {
                 None => GpuRequest::Hami { gpus: n, mem_mib: mem, mem_pct: pct, cores, container: i, whole },
-                Some(GpuRequest::Hami { gpus, mem_mib, mem_pct, cores, container, whole }) => {
-                    GpuRequest::Hami { gpus: gpus + n, mem_mib, mem_pct, cores, container, whole }
+                // Whole GPUs only when every asking container asks for whole GPUs.
+                Some(GpuRequest::Hami { gpus, mem_mib, mem_pct, cores, container, whole: first_whole }) => {
+                    GpuRequest::Hami { gpus: gpus + n, mem_mib, mem_pct, cores, container, whole: first_whole && whole }
                 }
                 Some(other) => other,
             });
@@ -731,6 +732,15 @@ mod tests {
         // HAMi's own defaults: the whole card, no compute.
         let r = pod_request_of(&pod(&[(HAMI_GPU, "1"), (HAMI_MEM, "0")], &[])).unwrap();
         assert_eq!((r.mem_mib(16384.0, 1.0), r.cores()), (16384.0, 0.0));
+        // Whole GPUs only when every asking container asks for whole GPUs, in either order.
+        let whole = pod(&[(HAMI_GPU, "1")], &[]).containers.remove(0);
+        let share = pod(&[(HAMI_GPU, "1"), (HAMI_MEM, "2000")], &[]).containers.remove(0);
+        for containers in [vec![whole.clone(), share.clone()], vec![share, whole.clone()]] {
+            let r = pod_request_of(&PodInfo { containers, ..Default::default() }).unwrap();
+            assert!(matches!(r, GpuRequest::Hami { gpus: 2, whole: false, .. }), "{r:?}");
+        }
+        let r = pod_request_of(&PodInfo { containers: vec![whole.clone(), whole], ..Default::default() }).unwrap();
+        assert!(matches!(r, GpuRequest::Hami { gpus: 2, whole: true, .. }), "{r:?}");
     }
 
     #[test]

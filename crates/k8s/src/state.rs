@@ -438,6 +438,13 @@ impl Cluster {
         true
     }
 
+    /// True when `uid` is held as assumed and not yet past `assume_ttl_s` (as [`Cluster::assume`]
+    /// counts it): a bind of it has placed it here.
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        let ttl = self.cfg.assume_ttl_s;
+        self.read().assumed.get(uid).is_some_and(|a| unix_now() - a.since_s <= ttl)
+    }
+
     /// Drops an assumption (a bind that failed).
     pub fn forget(&self, uid: &str) {
         let mut g = self.write();

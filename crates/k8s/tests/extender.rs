@@ -354,6 +354,34 @@ fn a_second_bind_of_a_pod_under_way_leaves_the_first_ones_hami_lock() {
 }
 
 #[test]
+fn a_retried_bind_after_the_first_ended_leaves_its_hami_lock() {
+    // The first bind ended (the pod is assumed, HAMi's lock is held under its name until the
+    // device plugin runs), but the watch has not shown the pod bound yet when kube-scheduler
+    // retries. The retry must be refused without touching the lock.
+    let fresh = dqngpu_k8s::units::format_rfc3339(dqngpu_k8s::state::unix_now() as i64);
+    let mut node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    node["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{fresh},default,new"));
+    let w = World::new(vec![node], vec![hami_pod("new", json!({HAMI_GPU: "1", HAMI_MEM: "1000"}), json!({}))], &[]);
+    let pod = w.engine.cluster.pod("default", "new").unwrap();
+    assert!(w.engine.cluster.assume(dqngpu_k8s::state::Assumed {
+        pod,
+        node: "h".into(),
+        gpu_id: "GPU-a".into(),
+        mem_mib: 1000.0,
+        cores: 0.0,
+        app: None,
+        since_s: dqngpu_k8s::state::unix_now(),
+    }));
+    let patches = |w: &World| w.api.requests().into_iter().filter(|r| r.method == "PATCH").count();
+    let before = patches(&w);
+    let e = w.bind("new", "h").unwrap_err();
+    assert!(e.contains("already being bound"), "{e}");
+    assert_eq!(patches(&w), before, "the retry neither took nor released the lock");
+    let lock = w.api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
+    assert!(lock.as_str().is_some_and(|l| l.ends_with(",default,new")), "the first bind's lock is kept: {lock}");
+}
+
+#[test]
 fn oom_kill_puts_the_pair_on_the_avoid_list() {
     let a = profile("a", 20.0, 1024.0);
     let b = profile("b", 20.0, 1024.0);
