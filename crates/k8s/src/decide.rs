@@ -63,8 +63,8 @@ pub struct Demand {
     pub peak_mib: f64,
     /// Mean demand, for interference predictions.
     pub mean: Resources,
-    /// The pod (HAMi's per-pod device rules read its annotations).
-    pub pod: PodInfo,
+    /// HAMi's per-pod device rules, from its annotations.
+    pub hami_rules: devices::HamiRules,
 }
 
 impl Demand {
@@ -183,7 +183,7 @@ impl Engine {
             submit_s: unix_now(),
             restarts: 0,
         };
-        Ok(Demand { req, app, known, job, peak_mib, mean, pod: pod.clone() })
+        Ok(Demand { req, app, known, job, peak_mib, mean, hami_rules: devices::HamiRules::of(pod) })
     }
 
     /// Memory the pod needs on a card of `card_mib`.
@@ -200,7 +200,7 @@ impl Engine {
             return Err(Unfit::never(format!("GPU {} unhealthy", dev.index)));
         }
         if hami {
-            devices::hami_device_allowed(&d.pod, dev).map_err(Unfit::never)?;
+            devices::hami_device_allowed(&d.hami_rules, dev).map_err(Unfit::never)?;
         }
         if slot.residents.len() as u64 >= u64::from(dev.max_pods) {
             let why = format!("GPU {} already shared by {} pods (its limit)", dev.index, slot.residents.len());

@@ -230,28 +230,52 @@ pub fn shares_gpus(node: &NodeInfo) -> bool {
         || node.capacity.contains_key(GPUSHARE_MEM)
 }
 
-/// Why HAMi's per-pod device rules keep `pod` off `gpu` (HAMi `checkGPUtype`, `CheckUUID` and
+/// HAMi's per-pod device rules: the pod's `use`/`nouse` GPU type and UUID annotations, read
+/// once per request (they are checked against every GPU slot of every node).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HamiRules {
+    use_type: Option<String>,
+    nouse_type: Option<String>,
+    use_uuid: Option<String>,
+    nouse_uuid: Option<String>,
+}
+
+impl HamiRules {
+    /// The rules `pod`'s annotations set.
+    pub fn of(pod: &PodInfo) -> Self {
+        let get = |k: &str| pod.annotations.get(k).cloned();
+        HamiRules {
+            use_type: get(HAMI_USE_TYPE),
+            nouse_type: get(HAMI_NOUSE_TYPE),
+            use_uuid: get(HAMI_USE_UUID),
+            nouse_uuid: get(HAMI_NOUSE_UUID),
+        }
+    }
+}
+
+/// Why HAMi's per-pod device rules keep a pod off `gpu` (HAMi `checkGPUtype`, `CheckUUID` and
 /// the `nvidia.com/vgpu-mode` check), or `Ok`. Lists are comma-separated; types match as
 /// HAMi's do (case-insensitive substring of the announced type), UUIDs exactly.
-pub fn hami_device_allowed(pod: &PodInfo, gpu: &DeviceGpu) -> Result<(), String> {
-    let a = &pod.annotations;
-    let ty = gpu.ty.to_uppercase();
-    let type_in = |list: &str| list.split(',').any(|t| ty.contains(&t.to_uppercase()));
-    if let Some(l) = a.get(HAMI_USE_TYPE) {
+pub fn hami_device_allowed(rules: &HamiRules, gpu: &DeviceGpu) -> Result<(), String> {
+    let type_in = |list: &str| {
+        let ty = gpu.ty.to_uppercase();
+        list.split(',').any(|t| ty.contains(&t.to_uppercase()))
+    };
+    if let Some(l) = &rules.use_type {
         if !type_in(l) {
             return Err(format!("GPU {} is a `{}`, not one of `{HAMI_USE_TYPE}` `{l}`", gpu.index, gpu.ty));
         }
     }
-    if let Some(l) = a.get(HAMI_NOUSE_TYPE) {
+    if let Some(l) = &rules.nouse_type {
         if type_in(l) {
             return Err(format!("GPU {} is a `{}`, excluded by `{HAMI_NOUSE_TYPE}` `{l}`", gpu.index, gpu.ty));
         }
     }
-    if let Some(l) = a.get(HAMI_USE_UUID) {
+    if let Some(l) = &rules.use_uuid {
         if !l.split(',').any(|u| u == gpu.id) {
             return Err(format!("GPU {} (`{}`) is not in `{HAMI_USE_UUID}`", gpu.index, gpu.id));
         }
-    } else if let Some(l) = a.get(HAMI_NOUSE_UUID) {
+    } else if let Some(l) = &rules.nouse_uuid {
         if l.split(',').any(|u| u == gpu.id) {
             return Err(format!("GPU {} (`{}`) is excluded by `{HAMI_NOUSE_UUID}`", gpu.index, gpu.id));
         }
@@ -284,10 +308,11 @@ pub fn parse_hami_register(text: &str, product: &str) -> Result<Vec<DeviceGpu>, 
                 if devmem <= 0 || count < 0 || devcore < 0 || index < 0 {
                     return Err(format!("device [{i}] `{id}`: devmem must be > 0 and count, devcore, index >= 0"));
                 }
+                let ty = if ty.is_empty() { product } else { ty };
                 Ok(DeviceGpu {
-                    ty: if ty.is_empty() { product } else { ty }.to_string(),
+                    ty: ty.to_string(),
                     mode: o.str("mode").map_err(|e| e.to_string())?.to_string(),
-                    spec: gpu_spec(if ty.is_empty() { product } else { ty }, devmem as f64),
+                    spec: gpu_spec(ty, devmem as f64),
                     id,
                     index: u32::try_from(index).unwrap_or(u32::MAX),
                     max_pods: u32::try_from(count).unwrap_or(u32::MAX),
@@ -316,14 +341,15 @@ pub fn parse_hami_register(text: &str, product: &str) -> Result<Vec<DeviceGpu>, 
             other => return Err(format!("device {i} field health: `{other}` is not true or false")),
         };
         let index = if f.len() > 7 { int(7, "index")? } else { i as i64 };
+        let ty = if f[4].is_empty() { product } else { f[4] };
         out.push(DeviceGpu {
             id: f[0].trim().to_string(),
             index: u32::try_from(index).unwrap_or(u32::MAX),
-            spec: gpu_spec(if f[4].is_empty() { product } else { f[4] }, devmem as f64),
+            spec: gpu_spec(ty, devmem as f64),
             max_pods: u32::try_from(count).unwrap_or(u32::MAX),
             cores: devcore as f64,
             healthy,
-            ty: if f[4].is_empty() { product } else { f[4] }.to_string(),
+            ty: ty.to_string(),
             mode: f.get(8).map(|m| m.trim().to_string()).unwrap_or_default(),
         });
     }

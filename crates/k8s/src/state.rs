@@ -136,8 +136,6 @@ pub struct NodeView {
     pub slots: Vec<Slot>,
     /// The same GPUs for the policy, with residents as running jobs (index = slot).
     pub gpus: Vec<GpuState>,
-    /// HAMi's node lock annotation, when set.
-    pub hami_lock: Option<String>,
     /// True when no device plugin of either convention announces the node's GPUs (a node
     /// of whole GPUs, or of none).
     pub plain: bool,
@@ -148,8 +146,6 @@ pub struct NodeView {
 #[derive(Debug, Clone)]
 struct PodEntry {
     info: Arc<PodInfo>,
-    /// The node it is counted on ("" for none): see [`counted_node`].
-    node: String,
     req: GpuRequest,
     alloc: Option<Vec<Allocation>>,
 }
@@ -192,14 +188,14 @@ impl Inner {
 
     fn remove_pod(&mut self, uid: &str) -> Option<PodEntry> {
         let e = self.pods.remove(uid)?;
-        if let Some(s) = self.by_node.get_mut(&e.node) {
+        let node = counted_node(&e.info, &e.req);
+        if let Some(s) = self.by_node.get_mut(node) {
             s.remove(uid);
         }
         if self.by_key.get(&e.info.key()).is_some_and(|u| u == uid) {
             self.by_key.remove(&e.info.key());
         }
-        let node = e.node.clone();
-        self.invalidate(&node);
+        self.invalidate(node);
         Some(e)
     }
 }
@@ -381,7 +377,7 @@ impl Cluster {
             g.by_node.entry(node.clone()).or_default().insert(uid.clone());
             g.invalidate(&node);
         }
-        g.pods.insert(uid, PodEntry { info: Arc::new(pod), node, req, alloc });
+        g.pods.insert(uid, PodEntry { info: Arc::new(pod), req, alloc });
     }
 
     /// A GPU pod by namespace and name, from the reflector.
@@ -512,7 +508,6 @@ impl Cluster {
     /// residents are then added to; split, each half would need the other's half-built slots.
     fn build(&self, g: &Inner, name: &str, now: f64) -> Option<NodeView> {
         let node = g.nodes.get(name)?;
-        let hami_lock = node.annotations.get(devices::HAMI_LOCK).cloned();
         let plain = !devices::shares_gpus(node);
         let parsed =
             g.devices.get(name).cloned().unwrap_or_else(|| Arc::new(devices::node_devices(node, self.cfg.unit_mib)));
@@ -525,7 +520,6 @@ impl Cluster {
                     devices: Err(e),
                     slots: Vec::new(),
                     gpus: Vec::new(),
-                    hami_lock,
                     plain,
                     built_s: now,
                 });
@@ -611,7 +605,7 @@ impl Cluster {
                 measured: None,
             });
         }
-        Some(NodeView { name: name.into(), devices: Ok(devs.convention), slots, gpus, hami_lock, plain, built_s: now })
+        Some(NodeView { name: name.into(), devices: Ok(devs.convention), slots, gpus, plain, built_s: now })
     }
 }
 
