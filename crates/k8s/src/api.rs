@@ -108,13 +108,14 @@ async fn filter(State(s): State<AppState>, body: Bytes) -> Response {
     let out = s.engine.filter(&args.pod, &names);
     let some = |m: std::collections::BTreeMap<String, String>| if m.is_empty() { None } else { Some(m) };
     let (failed, unresolvable) = (some(out.failed), some(out.unresolvable));
-    let reply = if args.node_names.is_some() || args.nodes.is_none() {
-        ExtenderFilterResult {
-            node_names: Some(out.keep),
-            failed_nodes: failed,
-            failed_and_unresolvable_nodes: unresolvable,
-            ..Default::default()
-        }
+    let mut reply = ExtenderFilterResult {
+        failed_nodes: failed,
+        failed_and_unresolvable_nodes: unresolvable,
+        ..Default::default()
+    };
+    // The kept nodes as the request gave its candidates: names, or whole Node objects.
+    if args.node_names.is_some() || args.nodes.is_none() {
+        reply.node_names = Some(out.keep);
     } else {
         let keep: std::collections::HashSet<&String> = out.keep.iter().collect();
         let items = args.nodes.unwrap_or_default();
@@ -122,13 +123,8 @@ async fn filter(State(s): State<AppState>, body: Bytes) -> Response {
             .candidate_names()
             .unwrap_or_default();
         let items = items.into_iter().zip(names).filter(|(_, n)| keep.contains(n)).map(|(v, _)| v).collect();
-        ExtenderFilterResult {
-            nodes: Some(NodeList { items }),
-            failed_nodes: failed,
-            failed_and_unresolvable_nodes: unresolvable,
-            ..Default::default()
-        }
-    };
+        reply.nodes = Some(NodeList { items });
+    }
     Json(reply).into_response()
 }
 

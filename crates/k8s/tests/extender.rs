@@ -54,6 +54,10 @@ struct World {
 
 impl World {
     fn new(nodes: Vec<Value>, pods: Vec<Value>, profiles: &[Arc<AppProfile>]) -> World {
+        Self::with_config(StateConfig { refresh_s: 0.0, ..Default::default() }, nodes, pods, profiles)
+    }
+
+    fn with_config(cfg: StateConfig, nodes: Vec<Value>, pods: Vec<Value>, profiles: &[Arc<AppProfile>]) -> World {
         let api = StandIn::new(Some("sekret-token".into()));
         for n in nodes {
             api.put_node(n);
@@ -68,7 +72,7 @@ impl World {
         for p in profiles {
             pr.library.insert(p.app.name.clone(), p.clone());
         }
-        let cluster = Arc::new(Cluster::new(StateConfig { refresh_s: 0.0, ..Default::default() }, Arc::new(pr)));
+        let cluster = Arc::new(Cluster::new(cfg, Arc::new(pr)));
         let policy = Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap());
         let engine = Arc::new(Engine::new(cluster, policy));
         dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
@@ -681,19 +685,10 @@ fn hami_lock_of_a_deleted_pod_is_taken_over() {
     );
     assert!(w.bind("new", "h").unwrap_err().contains("locked by HAMi"));
     // ... until it is older than the expiry (`HAMI_NODELOCK_EXPIRE`).
-    let api = StandIn::new(None);
     let old = dqngpu_k8s::units::format_rfc3339(dqngpu_k8s::state::unix_now() as i64 - 10);
     held["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{old},default,holder"));
-    api.put_node(held);
-    api.put_pod(hami_pod("new", limits.clone(), json!({})));
-    api.put_pod(hami_pod("holder", limits, json!({})));
-    let url = api.start().unwrap();
-    let client = Arc::new(ApiClient::new(ApiConfig { server: url, token: Token::None, tls: None }));
     let cfg = StateConfig { refresh_s: 0.0, hami_lock_expire_s: 5.0, ..Default::default() };
-    let cluster = Arc::new(Cluster::new(cfg, Arc::new(Profiles::default())));
-    let engine = Arc::new(Engine::new(cluster, Arc::from(dqngpu_policy::by_name("greedy", 0).unwrap())));
-    dqngpu_k8s::reflector::spawn(client.clone(), engine.clone());
-    let w = World { api, binder: Arc::new(Binder::new(engine.clone(), client)), engine };
-    w.wait(|w| w.engine.cluster.synced());
+    let pods = vec![hami_pod("new", limits.clone(), json!({})), hami_pod("holder", limits, json!({}))];
+    let w = World::with_config(cfg, vec![held], pods, &[]);
     w.bind("new", "h").unwrap();
 }
