@@ -216,7 +216,12 @@ pub fn node_devices(node: &NodeInfo, unit_mib: f64) -> Result<NodeDevices, Strin
             Ok(NodeDevices { convention: Convention::Gpushare, gpus })
         }
         (Some(_), Some(_)) => Err(format!("capacity `{GPUSHARE_COUNT}` or `{GPUSHARE_MEM}` is zero")),
-        _ => Err(format!(
+        // Half an announcement (gpushare's plugin sets both; one alone is a plugin starting
+        // or failing): the node's GPUs cannot be read, and since a plugin claims them, they
+        // are not plain whole GPUs either.
+        (Some(_), None) => Err(format!("capacity `{GPUSHARE_COUNT}` without `{GPUSHARE_MEM}`: gpushare announces both")),
+        (None, Some(_)) => Err(format!("capacity `{GPUSHARE_MEM}` without `{GPUSHARE_COUNT}`: gpushare announces both")),
+        (None, None) => Err(format!(
             "no shared GPUs: neither `{GPUSHARE_COUNT}`/`{GPUSHARE_MEM}` capacity (gpushare) nor annotation `{HAMI_REGISTER}` (HAMi)"
         )),
     }
@@ -649,6 +654,18 @@ mod tests {
         assert_eq!((d.gpus[0].spec.key.as_str(), d.gpus[0].spec.memory_mib), ("t4", 15109.0));
         let e = node_devices(&node(&[], &[], &[]), 1024.0).unwrap_err();
         assert!(e.contains("no shared GPUs"), "{e}");
+    }
+
+    #[test]
+    fn half_a_gpushare_announcement_is_named_and_not_plain() {
+        for (cap, missing) in [((GPUSHARE_COUNT, "2"), GPUSHARE_MEM), ((GPUSHARE_MEM, "32"), GPUSHARE_COUNT)] {
+            let n = node(&[cap, ("nvidia.com/gpu", "2")], &[], &[]);
+            let e = node_devices(&n, 1024.0).unwrap_err();
+            assert!(e.contains(&format!("without `{missing}`")), "{e}");
+            assert!(!e.contains("no shared GPUs"), "{e}");
+            // A plugin claims the node's GPUs: whole-GPU pods are not passed through it.
+            assert!(shares_gpus(&n));
+        }
     }
 
     #[test]
