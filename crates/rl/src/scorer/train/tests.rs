@@ -1,0 +1,165 @@
+//! Tests of the training: the recipe's defaults, the makespan guard, the episodes' classes
+//! and the unpadded batches.
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor, D};
+use dqngpu_model::{AppLibrary, ClusterSpec};
+use dqngpu_sim::{SimConfig, SimResult};
+use rand::Rng;
+
+use super::episode::run;
+use super::gradient::{gradients, log_probs};
+use super::guard::{cost, guard_weight, guarded, rule_runs};
+use super::*;
+
+/// A recipe stored before the improvement rounds' near-tie was a setting (a checkpoint's
+/// `train` metadata) reads as the 1% it trained with; the field round-trips.
+#[test]
+fn a_recipe_from_before_the_improvement_near_tie_reads_as_the_old_tie() {
+    let strict = ScorerRecipe { improvement_near_tie: 0.0, ..ScorerRecipe::default() };
+    let mut v = serde_json::to_value(&strict).unwrap();
+    let back: ScorerRecipe = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(back.improvement_near_tie, 0.0);
+    v.as_object_mut().unwrap().remove("improvement_near_tie");
+    let old: ScorerRecipe = serde_json::from_value(v).unwrap();
+    assert_eq!(old.improvement_near_tie, NEAR_TIE);
+}
+
+/// The guard charges nothing up to 1% over the best rule's makespan, then W x the best
+/// rule's JCT per share of makespan beyond it; under the makespan objective it is moot.
+#[test]
+fn the_guard_charges_only_makespan_past_its_margin() {
+    let g = Guard { jct: 200.0, makespan: 1000.0, weight: 2.0 };
+    assert_eq!(g.penalty(900.0), 0.0);
+    assert_eq!(g.penalty(1009.0), 0.0);
+    assert!(g.penalty(1011.0) > 0.0);
+    let over = g.penalty(1110.0);
+    assert!((over - 2.0 * 200.0 * 0.10).abs() < 1e-9, "{over}");
+    assert!(Guard { weight: 1.0, ..g }.penalty(1110.0) < over);
+    // A degenerate reference charges nothing rather than dividing by zero.
+    assert_eq!(Guard { makespan: 0.0, ..g }.penalty(1110.0), 0.0);
+}
+
+/// `guarded` puts on every episode the lowest mean JCT and the lowest makespan the rules
+/// reach there (possibly from different rules); there is no guard at weight 0, under the
+/// makespan objective or without rules.
+#[test]
+fn the_guard_holds_the_best_rules_jct_and_makespan_per_episode() {
+    let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let classes = dqngpu_model::WorkloadClass::ALL;
+    let at_zero = dqngpu_sim::Arrivals::AllAtZero;
+    let eps = episodes(&[lib], &cluster, &classes, 10, at_zero, 5, 42).unwrap();
+    let task = ScorerTask {
+        train: eps.clone(),
+        validation: eps[..2].to_vec(),
+        interference: Arc::from(dqngpu_interference::by_name("contention").unwrap()),
+        config: SimConfig::default(),
+    };
+    let recipe = ScorerRecipe::default();
+    let rules = rules_of(&task, &recipe, 1).unwrap();
+    let off = ScorerRecipe { makespan_guard: 0.0, ..recipe.clone() };
+    assert!(guard_weight(Objective::Jct, &off, &rules).is_none());
+    assert!(guard_weight(Objective::Makespan, &recipe, &rules).is_none());
+    assert!(guard_weight(Objective::Jct, &recipe, &[]).is_none());
+    let runs = rule_runs(&task, &task.train, &rules).unwrap();
+    assert!(guarded(&task.train, &runs, None).iter().all(|e| e.guard.is_none()));
+    let g = guarded(&task.train, &runs, guard_weight(Objective::Jct, &recipe, &rules));
+    assert_eq!(g.len(), 5);
+    for (ep, plain) in g.iter().zip(&task.train) {
+        let guard = ep.guard.expect("every training episode is guarded");
+        assert_eq!(guard.weight, recipe.makespan_guard);
+        let runs: Vec<SimResult> = rules.iter().map(|r| run(&task, plain, &mut |v| r.decide(v)).unwrap()).collect();
+        assert!(runs.iter().all(|r| guard.jct <= r.mean_jct_s && guard.makespan <= r.makespan_s));
+        assert!(runs.iter().any(|r| r.mean_jct_s == guard.jct));
+        assert!(runs.iter().any(|r| r.makespan_s == guard.makespan));
+        // The best rule on JCT is charged only for makespan past the margin.
+        let best = runs.iter().find(|r| r.mean_jct_s == guard.jct).unwrap();
+        let charged = cost(Objective::Jct, ep, best);
+        assert!(charged >= best.mean_jct_s);
+        assert_eq!(charged > best.mean_jct_s, best.makespan_s > guard.makespan * (1.0 + GUARD_MARGIN));
+        assert_eq!(cost(Objective::Makespan, ep, best), best.makespan_s);
+    }
+}
+
+/// Fifteen libraries with two sets each draw every class six times (each library goes on
+/// where the last one's classes stopped), and a library's sets keep their seeds.
+#[test]
+fn few_sets_per_library_still_cover_every_class() {
+    let classes = dqngpu_model::WorkloadClass::ALL;
+    let libs: Vec<Arc<AppLibrary>> =
+        (1..=15).map(|i| Arc::new(dqngpu_model::library::resolve(&format!("generated:{i}")).unwrap())).collect();
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let eps = episodes(&libs, &cluster, &classes, 6, dqngpu_sim::Arrivals::AllAtZero, 2, 7).unwrap();
+    assert_eq!(eps.len(), 30);
+    for c in classes {
+        let n = eps.iter().filter(|e| e.set.class == Some(c)).count();
+        assert_eq!(n, 6, "{c:?}");
+    }
+    for pair in eps.chunks(2) {
+        assert_eq!(pair[0].set.seed, Some(7));
+        assert_eq!(pair[1].set.seed, Some(8));
+    }
+}
+
+/// Steps of very different widths, features drawn from `seed`; each step's first row is
+/// its label.
+fn steps(widths: &[usize], seed: u64) -> Vec<Step> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    widths
+        .iter()
+        .map(|&n| Step {
+            rows: (0..n * FEATURES).map(|_| rng.gen_range(-1.0f32..1.0)).collect(),
+            n,
+            chosen: vec![0],
+            weight: 1.0,
+        })
+        .collect()
+}
+
+/// Log-softmax over one step's rows, straight from the network (no batching).
+fn alone(net: &PolicyNet, s: &Step) -> Tensor {
+    let x = Tensor::from_vec(s.rows[..s.n * FEATURES].to_vec(), (s.n, FEATURES), &Device::Cpu).unwrap();
+    let logits = net.logits(&x).unwrap().flatten_all().unwrap();
+    candle_nn::ops::log_softmax(&logits, D::Minus1).unwrap()
+}
+
+/// The unpadded batch gives each step the log-softmax of its own rows, as the network
+/// scores them alone, with nothing on the slots past its rows; and the gradients of a
+/// batch loss are the sums of the steps' own.
+#[test]
+fn unpadded_batches_score_and_differentiate_each_step_as_alone() {
+    let net = PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, 7).unwrap();
+    let mut data = steps(&[1, 3, 40, 7, 2], 11);
+    data[2].chosen = vec![5];
+    let all: Vec<&Step> = data.iter().collect();
+    let (lp, width) = log_probs(&net, &all).unwrap();
+    assert_eq!(width, 40);
+    let logp = lp.to_vec2::<f32>().unwrap();
+    for (k, s) in data.iter().enumerate() {
+        let want = alone(&net, s).to_vec1::<f32>().unwrap();
+        for j in 0..s.n {
+            assert!((logp[k][j] - want[j]).abs() < 1e-5, "step {k} row {j}: {} vs {}", logp[k][j], want[j]);
+        }
+        assert!(logp[k][s.n..].iter().all(|&v| v < -1e8), "step {k}: a slot past its rows has mass");
+    }
+    let idx =
+        Tensor::from_vec(data.iter().map(|s| s.chosen[0] as u32).collect::<Vec<_>>(), (data.len(), 1), &Device::Cpu)
+            .unwrap();
+    let together = gradients(&net, &lp.gather(&idx, 1).unwrap().sum_all().unwrap()).unwrap();
+    let mut summed: Vec<Vec<f32>> = together.iter().map(|g| vec![0.0; g.elem_count()]).collect();
+    for s in &data {
+        let own = alone(&net, s).get(s.chosen[0]).unwrap();
+        for (acc, g) in summed.iter_mut().zip(gradients(&net, &own).unwrap()) {
+            for (a, v) in acc.iter_mut().zip(g.flatten_all().unwrap().to_vec1::<f32>().unwrap()) {
+                *a += v;
+            }
+        }
+    }
+    for (g, want) in together.iter().zip(&summed) {
+        for (a, b) in g.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().zip(want) {
+            assert!((a - b).abs() < 1e-4 * b.abs().max(1.0), "gradient {a} vs {b}");
+        }
+    }
+}
