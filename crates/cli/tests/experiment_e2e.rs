@@ -378,6 +378,8 @@ fn quick_keeps_an_explicit_seeds_and_names_the_cells_it_drops() {
     let res: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(res["eval_seeds"].as_array().unwrap().len(), 3);
     assert!(err.contains("--quick") && err.contains("mine"), "{err}");
+    // Neither quick cell is in this config: the warning says none runs (not the two it lacks).
+    assert!(err.contains("no cell, only the main setting") && !err.contains("heldout-1gpu"), "{err}");
     assert!(err.contains("step_s 60") && err.contains("profile interval"), "{err}");
 }
 

@@ -41,9 +41,17 @@ fn curve_points(curve: &[dqngpu_rl::reinforce::IterStats]) -> Vec<CurvePoint> {
         .map(|(s, iteration)| CurvePoint {
             iteration,
             mean_return: Some(s.mean_return).filter(|v| v.is_finite()),
-            mean_makespan_s: Some(s.mean_score).filter(|v| v.is_finite()),
+            mean_objective: Some(s.mean_score).filter(|v| v.is_finite()),
         })
         .collect()
+}
+
+/// Every agent's training bar: its name, iterations, a message, time gone and left.
+fn train_bar_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
 }
 
 fn train_config(cfg: &ExperimentConfig) -> TrainConfig {
@@ -99,12 +107,7 @@ pub fn train(
         }
         let enc = GpuEncoding::new(kind);
         let bar = bars.add(ProgressBar::new(tc.iterations as u64));
-        bar.set_style(
-            ProgressStyle::with_template(
-                "train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+        bar.set_style(train_bar_style());
         bar.set_prefix(name.clone());
         let started = Instant::now();
         let mut cut = false;
@@ -138,6 +141,7 @@ pub fn train(
                     stopped_by_time_limit: cut,
                     train_s,
                     curve: curve_points(&curve),
+                    pass: seeds.len().div_ceil(tc.jobsets_per_iter.max(1)) as u64,
                     scorer: None,
                 },
             }),
@@ -158,26 +162,19 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
     let base = st::train_seed_base(t.seed);
     let sets = t.scorer_settings.iter().map(|s| s.jobsets).max().unwrap_or(0);
     // Trained without a budget; each cell tells the scorer its own.
+    let train_sets = train.len();
     let task = ScorerTask { train, validation, interference: setup.interference.clone(), config: Default::default() };
+    // The scorer's own network and learning rate (`training.lr` and `hidden` are the thesis's
+    // agents'), its own iterations and objective.
     let tc = TrainConfig {
         iterations: t.scorer_iterations as usize,
-        episodes: t.episodes as usize,
-        jobsets_per_iter: t.jobsets_per_iter as usize,
         lr: 1e-3,
-        optimizer: t.optimizer,
-        gamma: 1.0,
         hidden: vec![32, 16],
-        max_steps: 5000,
-        seed: t.seed,
         objective: t.scorer_objective,
+        ..train_config(cfg)
     };
     let bar = bars.add(ProgressBar::new(tc.iterations as u64));
-    bar.set_style(
-        ProgressStyle::with_template(
-            "train {prefix:12} {bar:30} iter {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    bar.set_style(train_bar_style());
     bar.set_prefix("dqngpu");
     bar.set_message("imitation and look-ahead");
     let started = Instant::now();
@@ -214,6 +211,7 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
             stopped_by_time_limit: cut && (curve.len() as u64) < planned,
             train_s,
             curve: curve_points(&curve),
+            pass: train_sets.div_ceil(tc.jobsets_per_iter.max(1)) as u64,
             scorer: Some(report),
         },
     })

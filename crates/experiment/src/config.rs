@@ -6,7 +6,7 @@ use std::path::Path;
 
 use dqngpu_model::{Location, ModelError, WorkloadClass};
 use dqngpu_rl::net::OptimizerKind;
-use dqngpu_rl::reinforce::MAX_TRAIN_JOBSETS as MAX_JOBSETS;
+use dqngpu_rl::reinforce::{MAX_EPISODES, MAX_TRAIN_JOBSETS as MAX_JOBSETS};
 use dqngpu_rl::SchedulerName;
 use serde::{Deserialize, Serialize};
 
@@ -184,14 +184,16 @@ pub struct TrainingConfig {
     pub jobsets_per_iter: u64,
     /// Episodes per job set per iteration (the baseline's N).
     pub episodes: u64,
-    /// Learning rate.
+    /// Learning rate of the thesis's image agent and DeepRM Max / Mean (the scorer's is fixed
+    /// at 1e-3 with Adam: docs/RL.md).
     pub lr: f64,
     /// Optimiser: `adam` or `rmsprop`.
     pub optimizer: OptimizerKind,
     /// What the agents' training minimises: `makespan` (the thesis's metric, the default here,
     /// since this experiment reproduces its Section V) or `jct`.
     pub objective: dqngpu_rl::reinforce::Objective,
-    /// Hidden layer sizes.
+    /// Hidden layer sizes of the thesis's image agent and DeepRM Max / Mean (the scorer's
+    /// network is fixed: 19 -> 32 -> 16 -> 1).
     pub hidden: Vec<usize>,
     /// Seed of the initial weights and of the sampled actions.
     pub seed: u64,
@@ -405,15 +407,31 @@ impl CostConfig {
     }
 }
 
+/// The dotted key whose value starts at byte `at` of `text` (`workloads.jobs`), read from
+/// the line (`key = value`) and the last table header above it; `None` where the line has no
+/// key before `at` (the error is then about a table or the syntax, and its line says where).
+/// toml's errors carry the line and column but not the key.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
+    let key = text.get(line_start..at)?.split_once('=')?.0.trim();
+    if key.is_empty() || key.starts_with('#') {
+        return None;
+    }
+    let table = text[..line_start].lines().rev().map(str::trim).find(|l| l.starts_with('['));
+    Some(match table.map(|t| t.trim_matches(|c| c == '[' || c == ']').trim()) {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
+    })
+}
+
 impl ExperimentConfig {
     /// Parses a TOML config; `path` names the file in errors.
     pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Self, ModelError> {
         let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
+            let start = e.span().map(|s| s.start.min(text.len()));
+            let line = start.map(|s| text.as_bytes()[..s].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
             ModelError::invalid(
-                Location { path: path.map(Path::to_path_buf), line, field: None },
+                Location { path: path.map(Path::to_path_buf), line, field: start.and_then(|s| key_at(text, s)) },
                 format!("invalid experiment config: {}", e.message()),
             )
         })?;
@@ -641,8 +659,8 @@ impl ExperimentConfig {
         if self.training.scorer_restarts == 0 {
             return Err(bad("training.scorer_restarts", "0: at least one training must run".into()));
         }
-        if self.training.episodes == 0 {
-            return Err(bad("training.episodes", "0: at least one episode per job set".into()));
+        if self.training.episodes == 0 || self.training.episodes > MAX_EPISODES as u64 {
+            return Err(bad("training.episodes", format!("{}; expected 1..={MAX_EPISODES}", self.training.episodes)));
         }
         if self.training.jobsets_per_iter == 0 {
             return Err(bad("training.jobsets_per_iter", "0: at least one job set per iteration".into()));
@@ -697,6 +715,12 @@ impl ExperimentConfig {
         }
         if self.training.jobsets == 0 || self.training.jobsets > MAX_JOBSETS as u64 {
             return Err(bad("training.jobsets", format!("{}; expected 1..={MAX_JOBSETS}", self.training.jobsets)));
+        }
+        if self.training.first_seed.checked_add(self.training.jobsets).is_none() {
+            return Err(bad(
+                "training.first_seed",
+                format!("{} + {} job sets passes the largest seed", self.training.first_seed, self.training.jobsets),
+            ));
         }
         if !["scorer", "thesis"].contains(&self.training.algorithm.as_str()) {
             return Err(bad(
@@ -879,6 +903,23 @@ mod tests {
         let q = c.clone().quick();
         assert_eq!(q.eval_seeds().len(), 2);
         assert_eq!(q.training.iterations, c.training.quick_iterations);
+    }
+
+    #[test]
+    fn episodes_are_capped_a_training_seed_overflow_is_refused_and_a_wrong_type_names_its_key() {
+        let p = Some(Path::new("exp.toml"));
+        let e = ExperimentConfig::from_toml("[training]\nepisodes = 1000000000\n", p).unwrap_err().to_string();
+        assert!(e.contains("training.episodes") && e.contains("1..=1000"), "{e}");
+        ExperimentConfig::from_toml("[training]\nepisodes = 1000\n", p).unwrap();
+        let toml = format!("[training]\nfirst_seed = {}\njobsets = 10\n", u64::MAX - 5);
+        let e = ExperimentConfig::from_toml(&toml, p).unwrap_err().to_string();
+        assert!(e.contains("training.first_seed") && e.contains("passes the largest seed"), "{e}");
+        let e = ExperimentConfig::from_toml("# c\n[workloads]\njobs = \"thirty\"\n", p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("line 3") && e.contains("workloads.jobs"), "{e}");
+        assert_eq!(key_at("a = 1\n[x]\nb = 'q'\n", 13).as_deref(), Some("x.b"));
+        assert_eq!(key_at("seeds = 'q'\n", 8).as_deref(), Some("seeds"));
+        assert_eq!(key_at("[[cells]]\nname = 3\n", 17).as_deref(), Some("cells.name"));
+        assert_eq!(key_at("[x\n", 1), None);
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub fn run(cfg: &ExperimentConfig, quick: bool, progress: bool) -> Result<Experi
     let focus = &cfg.workloads.focus;
     Ok(ExperimentResults {
         version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: option_env!("DQNGPU_COMMIT").map(str::to_string),
         config: cfg.clone(),
         quick,
         eval_seeds: cfg.eval_seeds(),

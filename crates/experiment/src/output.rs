@@ -22,7 +22,7 @@ fn colour_index(res: &ExperimentResults, scheduler: &str) -> usize {
     res.config.schedulers.names.iter().position(|n| n == scheduler).unwrap_or(0)
 }
 
-/// (iteration, mean of the finite makespans of the last `window` iterations), from the
+/// (iteration, mean of the finite objectives of the last `window` iterations), from the
 /// first iteration with a full window.
 fn rolling_mean(curve: &[crate::results::CurvePoint], window: usize) -> Vec<(f64, f64)> {
     // Start once a full window is in, so early points are not averages of fewer iterations.
@@ -30,7 +30,7 @@ fn rolling_mean(curve: &[crate::results::CurvePoint], window: usize) -> Vec<(f64
     (first..curve.len())
         .filter_map(|i| {
             let vals: Vec<f64> =
-                curve[i.saturating_sub(window - 1)..=i].iter().filter_map(|p| p.mean_makespan_s).collect();
+                curve[i.saturating_sub(window - 1)..=i].iter().filter_map(|p| p.mean_objective).collect();
             (!vals.is_empty()).then(|| (curve[i].iteration as f64, vals.iter().sum::<f64>() / vals.len() as f64))
         })
         .collect()
@@ -207,14 +207,12 @@ fn tradeoff_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experi
 
 /// The agents' training curves.
 fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, ExperimentError> {
-    // Each iteration trains on a window of job sets that cycles through the classes, so one
-    // iteration's makespan is not comparable with the next; a mean over one full cycle is.
-    let t = &res.config.training;
-    let window = (t.jobsets / t.jobsets_per_iter.max(1)).max(1) as usize;
+    // Each iteration trains on a window of job sets that cycles through them, so one
+    // iteration's objective is not comparable with the next; a mean over one full pass is
+    // (each agent's own: the scorer trains on other sets than the thesis's agents).
     let curves = CurveChart {
-        title: format!(
-            "Training curves: each agent's objective (report: Training), rolling mean over {window} iterations"
-        ),
+        title: "Training curves: each agent's objective (report: Training), rolling mean over one pass of its sets"
+            .into(),
         y_desc: "mean training objective (s)".into(),
         series: res
             .training
@@ -222,7 +220,7 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
             .map(|t| CurveSeries {
                 name: t.scheduler.clone(),
                 colour: colour_index(res, &t.scheduler),
-                points: rolling_mean(&t.curve, window),
+                points: rolling_mean(&t.curve, t.pass.max(1) as usize),
             })
             .collect(),
         empty_note: if res.skipped.is_empty() {
@@ -373,7 +371,7 @@ mod tests {
             .map(|i| CurvePoint {
                 iteration: i,
                 mean_return: Some(-1.0),
-                mean_makespan_s: Some(3000.0 - 10.0 * i as f64),
+                mean_objective: Some(3000.0 - 10.0 * i as f64),
             })
             .collect();
         let training = vec![TrainingRecord {
@@ -385,6 +383,7 @@ mod tests {
             stopped_by_time_limit: false,
             train_s: 100.0,
             curve,
+            pass: 2,
             scorer: None,
         }];
         let mut summary = results::summarise(&runs, &config.workloads.classes, &schedulers, &training);
@@ -416,6 +415,7 @@ mod tests {
             .collect();
         ExperimentResults {
             version: "test".into(),
+            commit: Some("0123456789ab".into()),
             quick: false,
             eval_seeds: vec![1000, 1001],
             training_seeds: vec![0, 1],
@@ -432,6 +432,29 @@ mod tests {
             wall_s: 1.0,
             cells,
         }
+    }
+
+    /// A run with no heuristic has no league: the report says so, rather than dividing by
+    /// the best of an empty list; with one, the paragraph names only the heuristics that ran.
+    #[test]
+    fn the_league_names_the_heuristics_that_ran_or_says_none_did() {
+        let text = |res: &ExperimentResults| {
+            report::build(res)
+                .into_iter()
+                .filter_map(|b| match b {
+                    report::Block::Para(p) => Some(p),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let res = synthetic();
+        let t = text(&res);
+        assert!(t.contains("heuristic's there (sjf)") && !t.contains("No heuristic ran"), "{t}");
+        let mut none = synthetic();
+        none.schedulers.retain(|s| s != "sjf");
+        let t = text(&none);
+        assert!(t.contains("No heuristic ran") && !t.contains("heuristic's there ("), "{t}");
     }
 
     #[test]
@@ -540,6 +563,8 @@ mod tests {
         assert!(md.contains("| sjf | 2450.0 | 635.3 | - |"), "{md}");
         assert!(md.contains("| dqngpu | 2325.0 | 317.7 | 2481.0 |"), "{md}");
         assert!(md.contains("| deeprm-max | synthetic reason |"));
+        // The Training table's first and last pass (2 iterations each) of 2990, 2980, ..., 2940.
+        assert!(md.contains("| 2985.0 | 2945.0 |") && md.contains("a pass is 2 iterations for dqngpu"), "{md}");
         assert!(md.contains("| dqngpu | 2325.0 | 0.949 | 100.0 | 0.041 | 0.990 | 1.081 | 1.027 |"), "{md}");
         let back: ExperimentResults =
             serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();

@@ -104,7 +104,7 @@ fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, String> {
 
 /// The colour of the i-th scheduler, the same in every chart.
 pub fn scheduler_colour(i: usize) -> RGBColor {
-    const C: [RGBColor; 10] = [
+    const C: [RGBColor; 12] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -115,6 +115,9 @@ pub fn scheduler_colour(i: usize) -> RGBColor {
         RGBColor(127, 127, 127),
         RGBColor(188, 189, 34),
         RGBColor(23, 190, 207),
+        // Two more, so that the default eleven schedulers (and one more) each get their own.
+        RGBColor(0, 0, 0),
+        RGBColor(0, 0, 128),
     ];
     C[i % C.len()]
 }
@@ -494,6 +497,17 @@ fn on_axes(t_s: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_schedulers_each_get_their_own_colour() {
+        let n = crate::config::ExperimentConfig::default().schedulers.names.len();
+        assert!(n >= 11, "{n}");
+        for i in 0..n {
+            for j in 0..i {
+                assert_ne!(scheduler_colour(i), scheduler_colour(j), "schedulers {j} and {i}");
+            }
+        }
+    }
 
     /// Decodes a PNG written by [`write_chart`] into (width, height, RGB bytes).
     fn decode(bytes: &[u8]) -> (u32, u32, Vec<u8>) {

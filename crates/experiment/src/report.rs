@@ -125,16 +125,19 @@ fn intro(res: &ExperimentResults, b: &mut Vec<Block>) {
     b.push(Block::Heading(1, "dqngpu experiment: the thesis's Section V".into()));
     let main = crate::cells::main_cell(cfg);
     b.push(Block::Para(format!(
-        "dqngpu {}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, {} jobs per set, arrivals {}, \
-         slowdown budget {}. Evaluation job sets: seeds {} per class, never used in training. Training job sets: \
-         classes {}, seeds {}; training seed (initial weights, sampled actions, the scorer's sets) {}. \
+        "dqngpu {}{}{}. Library `{}`, cluster `{}`, interference `{}`, step {} s, decision tick {} s, {} jobs per \
+         set, arrivals {}, slowdown budget {}. Evaluation job sets: seeds {} per class, never used in training. \
+         The thesis's agents' training job sets: classes {}, seeds {} (the scorer's: Training, below); training \
+         seed (initial weights, sampled actions, the scorer's sets) {}. \
          Means over seeds with the half-width of the 95% confidence interval (Student t, n - 1 degrees of freedom; `-` with one seed, where there is none).",
         res.version,
+        res.commit.as_deref().map(|c| format!(" (commit {c})")).unwrap_or_default(),
         if res.quick { " (--quick: a small run for smoke tests; do not compare its numbers with the thesis)" } else { "" },
         cfg.library,
         main.gpus,
         cfg.interference,
         cfg.step_s,
+        dqngpu_sim::SimConfig::default().decision_tick_s,
         cfg.workloads.jobs,
         main.arrivals(),
         main.budget(),
@@ -367,6 +370,15 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
     let rows = res.all_rows();
     let entries = league::entries(&rows);
     b.push(Block::Heading(2, "League table: every setting, against the best heuristic".into()));
+    let heuristics: Vec<&str> =
+        league::HEURISTICS.iter().filter(|h| res.schedulers.iter().any(|s| s.as_str() == **h)).copied().collect();
+    if heuristics.is_empty() {
+        b.push(Block::Para(format!(
+            "No heuristic ran ({} are the league's), so there is no best heuristic to compare with.",
+            league::HEURISTICS.join(", ")
+        )));
+        return;
+    }
     b.push(Block::Para(format!(
         "Each (cell, class): a policy's mean JCT and makespan over the {} evaluation seeds, divided by the best \
          heuristic's there ({}); below 1 beats every rule. `within` counts pairs with JCT <= 1.01x and makespan \
@@ -374,12 +386,7 @@ fn league(res: &ExperimentResults, b: &mut Vec<Block>) {
          percentile of the jobs' execution slowdown, mean over seeds. The trained agents are trained once (main \
          setting's cluster) and run unchanged in every cell; the budget cells apply the budget to every policy.",
         res.eval_seeds.len(),
-        league::HEURISTICS
-            .iter()
-            .filter(|h| res.schedulers.iter().any(|s| s.as_str() == **h))
-            .copied()
-            .collect::<Vec<_>>()
-            .join(", ")
+        heuristics.join(", ")
     )));
     let pairs = league::pairs(&entries);
     let conflicting: Vec<String> = pairs.iter().filter(|p| !p.2).map(|p| format!("{} {}", p.0, p.1)).collect();
@@ -503,13 +510,14 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
                 "stopped by time limit",
                 "training (s)",
                 "objective",
-                "first",
-                "last",
+                "first pass (mean)",
+                "last pass (mean)",
             ]),
             rows: res
                 .training
                 .iter()
                 .map(|t| {
+                    let (first, last) = crate::results::pass_means(&t.curve, t.pass);
                     vec![
                         t.scheduler.clone(),
                         t.workloads.join(", "),
@@ -518,20 +526,56 @@ fn training(res: &ExperimentResults, b: &mut Vec<Block>) {
                         if t.stopped_by_time_limit { "yes".into() } else { "no".into() },
                         fmt::secs(t.train_s),
                         objective_text(res, t),
-                        fmt::opt(t.curve.first().and_then(|p| p.mean_makespan_s), fmt::secs),
-                        fmt::opt(t.curve.last().and_then(|p| p.mean_makespan_s), fmt::secs),
+                        fmt::opt(first, fmt::secs),
+                        fmt::opt(last, fmt::secs),
                     ]
                 })
                 .collect(),
         });
     }
-    if res.training.iter().any(|t| t.scorer.is_some()) {
-        b.push(Block::Para(
-            "The scorer's curve numbers its policy-gradient iterations on from one phase to the next (the first \
-             training, then each improvement round); each iteration draws sets of other libraries and settings, so \
-             single points vary more than the curve's trend."
-                .into(),
-        ));
+    if !res.training.is_empty() {
+        let passes: Vec<String> = res
+            .training
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let unit = if k == 0 {
+                    if t.pass == 1 {
+                        " iteration"
+                    } else {
+                        " iterations"
+                    }
+                } else {
+                    ""
+                };
+                format!("{}{unit} for {}", t.pass, t.scheduler)
+            })
+            .collect();
+        b.push(Block::Para(format!(
+            "Each iteration trains on a few of an agent's training sets in turn, so one iteration's objective says more \
+             about which sets it drew than about the agent; `first pass` and `last pass` are the mean objective over \
+             the first and the last pass over all of its sets (a pass is {}), and the plot's rolling mean spans one \
+             pass.",
+            passes.join(", ")
+        )));
+    }
+    for (t, r) in res.training.iter().filter_map(|t| Some((t, t.scorer.as_ref()?))) {
+        b.push(Block::Para(format!(
+            "The scorer's curve (`{}`) numbers its policy-gradient iterations on from one phase to the next (the first \
+             training, then each improvement round). Its sets come from the libraries and clusters of \
+             `training.scorer_settings` (the training seeds above are per library), and it trains with its own fixed \
+             network and learning rate \
+             (`training.lr` and `training.hidden` are the thesis's agents'). On its validation sets (the mean over \
+             sets of its objective / the best rule's there; 1 = as good as the best rule everywhere): the best single \
+             rule {:.4}, the untrained network {:.4}, after imitation {:.4}, the kept weights {:.4} ({}); teachers: {}.",
+            t.scheduler,
+            r.expert_validation,
+            r.untrained_validation,
+            r.imitation_validation,
+            r.final_validation,
+            r.kept,
+            r.expert,
+        )));
     }
     if res.training.iter().any(|t| t.stopped_by_time_limit) {
         b.push(Block::Para(format!(

@@ -31,43 +31,9 @@ pub struct JobRecord {
     pub restarts: u32,
 }
 
-/// The thesis's slowdown buckets (Fig. 15): none (within 2%), < 10%, 10-20%, >= 20%.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct SlowdownBuckets {
-    /// Within 2% of solo.
-    pub none: u32,
-    /// Slowed by 2% to 10%.
-    pub lt10: u32,
-    /// Slowed by 10% to 20%.
-    pub from10to20: u32,
-    /// Slowed by 20% or more.
-    pub ge20: u32,
-}
-
-impl SlowdownBuckets {
-    /// Buckets of execution slowdowns (1.0 = as fast as alone).
-    pub fn of(exec_slowdowns: impl IntoIterator<Item = f64>) -> Self {
-        let mut b = SlowdownBuckets::default();
-        for s in exec_slowdowns {
-            // The simulator's edges (dqngpu_sim::SlowdownBuckets), so both count alike.
-            if s <= 1.02 {
-                b.none += 1;
-            } else if s < 1.10 {
-                b.lt10 += 1;
-            } else if s < 1.20 {
-                b.from10to20 += 1;
-            } else {
-                b.ge20 += 1;
-            }
-        }
-        b
-    }
-
-    /// The four counts in order none, <10%, 10-20%, >=20%.
-    pub fn counts(&self) -> [u32; 4] {
-        [self.none, self.lt10, self.from10to20, self.ge20]
-    }
-}
+/// The thesis's slowdown buckets (Fig. 15), as the simulator counts them: one definition, so
+/// the report's counts are the simulator's.
+pub use dqngpu_sim::SlowdownBuckets;
 
 /// One simulation: a scheduler on one job set (class, seed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,8 +116,11 @@ pub struct CurvePoint {
     pub iteration: u64,
     /// Mean episode return (`None` when not finite, e.g. a truncated episode).
     pub mean_return: Option<f64>,
-    /// Mean makespan of the iteration's episodes, s (`None` when not finite).
-    pub mean_makespan_s: Option<f64>,
+    /// Mean training objective of the iteration's episodes (`None` when not finite): makespan,
+    /// s, for the thesis's agents; the scorer's cost (mean JCT plus its makespan guard, s).
+    /// Results written before 2026-11-29 call it `mean_makespan_s`.
+    #[serde(alias = "mean_makespan_s")]
+    pub mean_objective: Option<f64>,
 }
 
 /// An agent's training.
@@ -173,9 +142,30 @@ pub struct TrainingRecord {
     pub train_s: f64,
     /// The curve.
     pub curve: Vec<CurvePoint>,
+    /// Iterations per pass over the training job sets (sets / sets per iteration, rounded
+    /// up): each iteration trains on its own few sets, so one iteration's objective is
+    /// comparable only with a mean over a whole pass (1 in results written before
+    /// 2026-11-29).
+    #[serde(default = "one_iteration")]
+    pub pass: u64,
     /// The scorer's stages (teachers, validation scores, which weights were kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scorer: Option<dqngpu_rl::scorer::train::ScorerReport>,
+}
+
+fn one_iteration() -> u64 {
+    1
+}
+
+/// The mean objective of `curve`'s first and last `pass` iterations (the first and the last
+/// pass over the training sets; a curve shorter than a pass gives the mean of all of it).
+pub fn pass_means(curve: &[CurvePoint], pass: u64) -> (Option<f64>, Option<f64>) {
+    let n = (pass.max(1) as usize).min(curve.len());
+    let mean = |points: &[CurvePoint]| {
+        let v: Vec<f64> = points.iter().filter_map(|p| p.mean_objective).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    (mean(&curve[..n]), mean(&curve[curve.len() - n..]))
 }
 
 /// A scheduler left out, and why.
@@ -362,6 +352,11 @@ impl ExperimentResults {
 pub struct ExperimentResults {
     /// dqngpu version.
     pub version: String,
+    /// The git commit the binary was built from (`-dirty`: with uncommitted changes to
+    /// tracked files); absent for a build outside a git checkout, or in results written
+    /// before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     /// The effective configuration.
     pub config: ExperimentConfig,
     /// True under `--quick`.
@@ -436,7 +431,7 @@ pub fn summarise(
                 avg_gpu_mem_util_pct_mean: mean(&mem),
                 avg_gpu_mem_util_pct_ci95: ci95(&mem),
                 oom_kills_mean: mean(&col(&|r| f64::from(r.oom_kills))),
-                no_slowdown_jobs_mean: mean(&col(&|r| f64::from(r.slowdown_buckets.none))),
+                no_slowdown_jobs_mean: mean(&col(&|r| r.slowdown_buckets.none as f64)),
                 train_s: train_s_of(training, s),
                 mean_jct_s_mean: mean(&jct),
                 mean_jct_s_ci95: ci95(&jct),
@@ -466,7 +461,7 @@ pub fn slowdown_means(runs: &[RunRecord], class: &str, schedulers: &[String]) ->
             }
             let mut m = [0.0; 4];
             for (i, v) in m.iter_mut().enumerate() {
-                *v = mean(&rs.iter().map(|r| f64::from(r.slowdown_buckets.counts()[i])).collect::<Vec<_>>());
+                *v = mean(&rs.iter().map(|r| r.slowdown_buckets.counts()[i] as f64).collect::<Vec<_>>());
             }
             Some(SlowdownMean { scheduler: s.clone(), none: m[0], lt10: m[1], from10to20: m[2], ge20: m[3] })
         })
@@ -610,14 +605,14 @@ pub(crate) mod tests {
             mean_jct_s: 100.0 * slow.iter().sum::<f64>() / slow.len() as f64,
             slowed_over_10_pct: 100.0 * slow.iter().filter(|&&s| s > 1.10).count() as f64 / slow.len() as f64,
             oom_kills: seed as u32 % 2,
-            slowdown_buckets: SlowdownBuckets::of(slow.iter().copied()),
+            slowdown_buckets: SlowdownBuckets::from_slowdowns(slow.iter().copied()),
             jobs,
         }
     }
 
     #[test]
     fn buckets_follow_the_thesis_edges() {
-        let b = SlowdownBuckets::of([1.0, 1.019, 1.021, 1.099, 1.1, 1.199, 1.2, 3.0]);
+        let b = SlowdownBuckets::from_slowdowns([1.0, 1.019, 1.021, 1.099, 1.1, 1.199, 1.2, 3.0]);
         assert_eq!(b.counts(), [2, 2, 2, 2]);
     }
 
@@ -633,6 +628,27 @@ pub(crate) mod tests {
             assert_eq!(col(c), "", "{c} in {csv}");
         }
         assert_eq!(col("makespan_s_mean"), "100.000");
+    }
+
+    /// The first and last pass are means over whole passes, not single iterations; a curve
+    /// shorter than a pass is one mean; old results (no `pass`) read as passes of 1.
+    #[test]
+    fn pass_means_average_whole_passes_and_old_curves_still_read() {
+        let curve: Vec<CurvePoint> = [10.0, 30.0, 10.0, 30.0, 5.0, 15.0]
+            .iter()
+            .zip(1..)
+            .map(|(&v, i)| CurvePoint { iteration: i, mean_return: None, mean_objective: Some(v) })
+            .collect();
+        assert_eq!(pass_means(&curve, 2), (Some(20.0), Some(10.0)));
+        assert_eq!(pass_means(&curve, 1), (Some(10.0), Some(15.0)));
+        assert_eq!(pass_means(&curve, 100), (Some(100.0 / 6.0), Some(100.0 / 6.0)));
+        assert_eq!(pass_means(&[], 3), (None, None));
+        let old: CurvePoint =
+            serde_json::from_str(r#"{"iteration": 1, "mean_return": null, "mean_makespan_s": 7.0}"#).unwrap();
+        assert_eq!(old.mean_objective, Some(7.0));
+        let record = r#"{"scheduler": "dqngpu", "workloads": [], "seeds": [], "iterations": 0,
+            "iterations_planned": 0, "stopped_by_time_limit": false, "train_s": 1.0, "curve": []}"#;
+        assert_eq!(serde_json::from_str::<TrainingRecord>(record).unwrap().pass, 1);
     }
 
     #[test]
@@ -652,6 +668,7 @@ pub(crate) mod tests {
             stopped_by_time_limit: false,
             train_s: 20.0,
             curve: vec![],
+            pass: 1,
             scorer: None,
         }];
         let names = vec!["sjf".to_string(), "tetris".to_string()];

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::config::ExperimentConfig;
 use crate::error::ExperimentError;
-use crate::results::{JobRecord, RunRecord, SlowdownBuckets, Timeline};
+use crate::results::{JobRecord, RunRecord, Timeline};
 
 /// Most points kept in a timeline (longer runs are thinned evenly).
 pub const TIMELINE_POINTS: usize = 1500;
@@ -94,14 +94,15 @@ pub fn simulate(
     Ok((res, trace))
 }
 
-/// Keeps at most `max` evenly spaced points (always the last).
+/// Keeps at most `max` evenly spaced points (always the last, once).
 fn thin(t: Vec<f64>, u: Vec<f64>, m: Vec<f64>, max: usize) -> Trace {
     let n = t.len();
     if n <= max || max < 2 {
         return (t, u, m);
     }
     let k = n.div_ceil(max - 1);
-    let idx: Vec<usize> = (0..n).step_by(k).chain(std::iter::once(n - 1)).collect();
+    // The last point is added unless the steps already land on it.
+    let idx: Vec<usize> = (0..n).step_by(k).chain((!(n - 1).is_multiple_of(k)).then_some(n - 1)).collect();
     let pick = |v: &[f64]| idx.iter().map(|&i| v[i]).collect::<Vec<_>>();
     (pick(&t), pick(&u), pick(&m))
 }
@@ -120,12 +121,7 @@ pub fn record(class: WorkloadClass, seed: u64, scheduler: &str, r: &SimResult) -
         mean_jct_s: r.mean_jct_s,
         slowed_over_10_pct: r.slowed_over_10_pct,
         oom_kills: u32::try_from(r.oom_kills).unwrap_or(u32::MAX),
-        slowdown_buckets: SlowdownBuckets {
-            none: r.slowdown_buckets.none as u32,
-            lt10: r.slowdown_buckets.lt10 as u32,
-            from10to20: r.slowdown_buckets.from10to20 as u32,
-            ge20: r.slowdown_buckets.ge20 as u32,
-        },
+        slowdown_buckets: r.slowdown_buckets,
         jobs: r
             .jobs
             .iter()
@@ -225,5 +221,13 @@ mod tests {
         assert_eq!(a, b);
         let (a, _, _) = thin(vec![1.0, 2.0], vec![0.0; 2], vec![0.0; 2], 1500);
         assert_eq!(a, vec![1.0, 2.0]);
+        // 10,000 points kept every 7th: the 10,000th (index 9,999 = 7 x 1,428 + 3) is added
+        // once; 10,001 points every 7th land on the last: it is not repeated.
+        for n in [10_000, 10_001, 10_004] {
+            let t: Vec<f64> = (0..n).map(f64::from).collect();
+            let (a, _, _) = thin(t.clone(), t.clone(), t, 1500);
+            assert!(a.windows(2).all(|w| w[0] < w[1]), "a point repeated for n = {n}");
+            assert_eq!(a.last(), Some(&f64::from(n - 1)));
+        }
     }
 }

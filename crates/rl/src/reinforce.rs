@@ -105,6 +105,12 @@ impl Default for TrainConfig {
 /// what is drawn before training starts.
 pub const MAX_TRAIN_JOBSETS: usize = 10_000;
 
+/// The most episodes per job set a training runs (`train --episodes`, the experiment's
+/// `training.episodes`): far past the defaults (20 for the thesis's agents, 4 for the
+/// scorer), and a bound on the episodes run side by side (each holds its own copy of the
+/// simulator and its images), so a typo is refused instead of exhausting memory.
+pub const MAX_EPISODES: usize = 1_000;
+
 /// The most hidden layers, and the widest one, a network may have (`--hidden`): far past the
 /// shipped 32,16 and 20, and checked before any weight is allocated.
 pub const MAX_HIDDEN_LAYERS: usize = 16;
@@ -127,8 +133,11 @@ impl TrainConfig {
     /// Checks the values are usable.
     pub fn validate(&self) -> Result<(), RlError> {
         let bad = |field, message: &str| Err(RlError::Config { field, message: message.into() });
-        if self.episodes < 1 {
-            return bad("episodes", "must be at least 1");
+        if !(1..=MAX_EPISODES).contains(&self.episodes) {
+            return Err(RlError::Config {
+                field: "episodes",
+                message: format!("{}; expected 1..={MAX_EPISODES}", self.episodes),
+            });
         }
         if self.jobsets_per_iter < 1 {
             return bad("jobsets_per_iter", "must be at least 1");
@@ -521,7 +530,9 @@ mod tests {
         assert!(ok.validate().is_ok());
         let widest = TrainConfig { hidden: vec![MAX_HIDDEN_WIDTH; MAX_HIDDEN_LAYERS], ..ok.clone() };
         assert!(widest.validate().is_ok());
+        assert!(TrainConfig { episodes: MAX_EPISODES, ..ok.clone() }.validate().is_ok());
         for bad in [
+            TrainConfig { episodes: MAX_EPISODES + 1, ..ok.clone() },
             TrainConfig { hidden: vec![MAX_HIDDEN_WIDTH + 1], ..ok.clone() },
             TrainConfig { hidden: vec![4; MAX_HIDDEN_LAYERS + 1], ..ok.clone() },
             TrainConfig { hidden: vec![], ..ok.clone() },

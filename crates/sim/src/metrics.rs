@@ -69,6 +69,11 @@ impl SlowdownBuckets {
         }
         b
     }
+
+    /// The four counts in order none, <10%, 10-20%, >=20%.
+    pub fn counts(&self) -> [usize; 4] {
+        [self.none, self.lt10, self.from10to20, self.ge20]
+    }
 }
 
 /// Mean job completion time (finish - submit) over the finished jobs, s (0 with none).
