@@ -281,6 +281,78 @@ fn a_lost_attempt_never_runs_beside_its_rerun_and_leftovers_end_with_the_job() {
     wait_all_final(&url, 2);
 }
 
+/// The supervisor of the first attempt of job 1 under `data`'s server at `url`, from the
+/// pid the job wrote to `pid_file` (its parent).
+fn supervisor_of(pid_file: &Path) -> (u32, i32) {
+    let job = wait_pid(pid_file).expect("the job never started");
+    let stat = std::fs::read_to_string(format!("/proc/{job}/stat")).unwrap();
+    let shim: i32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    (job, shim)
+}
+
+/// A server and a job's supervisor killed together (a host's OOM killer, a power cut of the
+/// server's cgroup): at the restart the job's process, which ignores SIGTERM, is ended and
+/// waited for before the job runs again, so its two attempts never run at once.
+#[test]
+fn after_a_crash_a_lost_attempt_that_ignores_sigterm_ends_before_its_rerun() {
+    let dir = test_dir("lost-restart");
+    let data = dir.join("data");
+    let port = free_port();
+    let mut server = serve(&data, port, "tetris");
+    let url = server.url.clone();
+    post(&format!("{url}/v1/profiles"), profile("stubborn", 1000.0, 10.0));
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let script =
+        format!("trap '' TERM; echo $$ > {}/attempt-$DQNGPU_ATTEMPT; while :; do sleep 0.05; done", pids.display());
+    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "stubborn", "command": ["sh", "-c", script] }));
+    let id = job["id"].as_u64().unwrap();
+    let (first, shim) = supervisor_of(&pids.join("attempt-1"));
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    Command::new("kill").args(["-9", &shim.to_string()]).status().unwrap();
+    assert!(alive(first), "the job must outlive its supervisor for this test");
+    let server = serve(&data, port, "tetris");
+    let second = wait_pid(&pids.join("attempt-2")).expect("the job was not re-run");
+    // By the time attempt 2 has started, attempt 1 has been killed (SIGKILL after the grace).
+    assert!(!alive(first), "attempt 1 ({first}) still runs beside attempt 2 ({second})");
+    ureq::delete(&format!("{url}/v1/jobs/{id}")).call().unwrap();
+    wait_all_final(&server.url, 1);
+}
+
+/// A cancel accepted (202) just before the server is killed, inside the job's grace: the stop
+/// died with the server, so the restarted server stops the adopted job again; it does not run
+/// to its end.
+#[test]
+fn a_cancel_accepted_before_a_crash_still_stops_the_job() {
+    let dir = test_dir("cancel-crash");
+    let data = dir.join("data");
+    let port = free_port();
+    let mut server = serve(&data, port, "tetris");
+    let url = server.url.clone();
+    post(&format!("{url}/v1/profiles"), profile("slow", 1000.0, 10.0));
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let done = dir.join("ran-to-the-end");
+    let script = format!("trap '' TERM; echo $$ > {}/job; sleep 6; touch {}", pids.display(), done.display());
+    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "slow", "command": ["sh", "-c", script] }));
+    let id = job["id"].as_u64().unwrap();
+    let (pid, _) = supervisor_of(&pids.join("job"));
+    let r = ureq::delete(&format!("{url}/v1/jobs/{id}")).call().unwrap();
+    assert_eq!(r.status(), 202);
+    server.child.kill().unwrap(); // before the 3 s grace ends in a SIGKILL
+    server.child.wait().unwrap();
+    let _server = serve(&data, port, "tetris");
+    let gone = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        !alive(pid)
+    });
+    assert!(gone, "the cancelled job ({pid}) still runs after the restart");
+    let jobs = wait_all_final(&url, 1);
+    assert_eq!(jobs[0]["state"], "cancelled", "{}", jobs[0]);
+    assert!(!done.exists(), "the cancelled job ran to its end");
+}
+
 /// A second `dqngpu serve` on a data dir in use exits non-zero at once, naming the dir and the
 /// first server's pid (two would overbook the GPUs and adopt each other's jobs); once the
 /// first is SIGKILLed, the dir is free again (the OS drops a dead process's lock).

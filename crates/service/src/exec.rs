@@ -290,8 +290,12 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
     let mut child = match tokio::process::Command::from(cmd).spawn() {
         Ok(c) => c,
         Err(e) => {
-            let info =
-                ExitInfo { spawn_error: Some(format!("cannot start `{}`: {e}", l.argv[0])), ..Default::default() };
+            // What failed to start: the job's program, or (under a shim) the supervisor.
+            let what = match sup {
+                Supervisor::Direct => format!("`{}`", l.argv[0]),
+                Supervisor::Shim { .. } => format!("the job's supervisor `{}`", program.to_string_lossy()),
+            };
+            let info = ExitInfo { spawn_error: Some(format!("cannot start {what}: {e}")), ..Default::default() };
             if matches!(sup, Supervisor::Direct) {
                 write_exit(&l.attempt_dir, &info)?;
             }
@@ -339,7 +343,12 @@ pub enum Recovered {
         start: u64,
     },
     /// It never started or its supervisor vanished without a status.
-    Lost,
+    Lost {
+        /// The dead supervisor's (pid, start time), as it claimed the attempt: its group may
+        /// still hold the job, to be ended before the job runs again (the store may lack the
+        /// pid: the service can die between the spawn and recording it).
+        group: Option<(u32, u64)>,
+    },
 }
 
 /// Decides what became of an attempt across a restart (see the module docs).
@@ -347,20 +356,24 @@ pub fn recover(attempt_dir: &Path) -> Result<Recovered, ServiceError> {
     if let Some(e) = read_exit(attempt_dir) {
         return Ok(Recovered::Ended(e));
     }
+    let lost = Recovered::Lost { group: None };
     if !attempt_dir.exists() {
-        return Ok(Recovered::Lost);
+        return Ok(lost);
     }
     // Claim the attempt as abandoned; if that succeeds, no shim will ever run it.
     let abandoned = Owner { mode: "abandoned".into(), pid: std::process::id(), start: 0 };
     if write_owner(attempt_dir, &abandoned)? {
-        return Ok(Recovered::Lost);
+        return Ok(lost);
     }
-    let Some(owner) = read_owner(attempt_dir) else { return Ok(Recovered::Lost) };
+    let Some(owner) = read_owner(attempt_dir) else { return Ok(lost) };
     match owner.mode.as_str() {
         "shim" if same_process_alive(owner.pid, owner.start) => {
             Ok(Recovered::Adopted { pid: owner.pid, start: owner.start })
         }
-        _ => Ok(read_exit(attempt_dir).map(Recovered::Ended).unwrap_or(Recovered::Lost)),
+        "shim" => Ok(read_exit(attempt_dir)
+            .map(Recovered::Ended)
+            .unwrap_or(Recovered::Lost { group: Some((owner.pid, owner.start)) })),
+        _ => Ok(read_exit(attempt_dir).map(Recovered::Ended).unwrap_or(lost)),
     }
 }
 
@@ -444,7 +457,7 @@ mod tests {
     #[test]
     fn unclaimed_attempt_is_abandoned_and_a_late_shim_refuses_it() {
         let d = tempfile::tempdir().unwrap();
-        assert!(matches!(recover(d.path()).unwrap(), Recovered::Lost));
+        assert!(matches!(recover(d.path()).unwrap(), Recovered::Lost { group: None }));
         // The shim that arrives after the service gave up must not run the job.
         let code = run_shim(d.path(), &["sh".into(), "-c".into(), "exit 0".into()]).unwrap();
         assert_eq!(code, 3);
@@ -461,7 +474,10 @@ mod tests {
         let d2 = tempfile::tempdir().unwrap();
         // Same pid, other start time: a reused pid is not the shim.
         write_owner(d2.path(), &Owner { mode: "shim".into(), pid: me, start: start + 1 }).unwrap();
-        assert!(matches!(recover(d2.path()).unwrap(), Recovered::Lost));
+        // The dead shim's group is named, so that what it left is ended before a re-run.
+        assert!(
+            matches!(recover(d2.path()).unwrap(), Recovered::Lost { group: Some((pid, s)) } if pid == me && s == start + 1)
+        );
     }
 
     #[test]

@@ -119,6 +119,8 @@ pub struct Placer {
     measured: Vec<Option<Resources>>,
     /// Waiting jobs seen by the last pass (at most the window).
     last_queued: usize,
+    /// Attempt ends the store failed to record, recorded again at the next pass.
+    unrecorded: Vec<(JobId, u32, ExitInfo)>,
 }
 
 impl Placer {
@@ -130,8 +132,16 @@ impl Placer {
         monitor: Option<NvmlMonitor>,
     ) -> Result<Self, ServiceError> {
         let n = core.cfg.gpus.len();
-        let mut p =
-            Placer { core, policy, rx, running: BTreeMap::new(), monitor, measured: vec![None; n], last_queued: 0 };
+        let mut p = Placer {
+            core,
+            policy,
+            rx,
+            running: BTreeMap::new(),
+            monitor,
+            measured: vec![None; n],
+            last_queued: 0,
+            unrecorded: Vec::new(),
+        };
         p.recover()?;
         // The API answers before the loop's first pass: it sees the GPUs, the policy and the
         // re-adopted runs from the start, not an empty cluster.
@@ -145,7 +155,23 @@ impl Placer {
             let dir = self.core.attempt_dir(a.job_id, a.n);
             let found = exec::recover(&dir)?;
             tracing::info!(job = a.job_id, attempt = a.n, ?found, "recovering attempt");
-            let gpu = (a.gpu as usize).min(self.core.cfg.gpus.len().saturating_sub(1));
+            let gpus = self.core.cfg.gpus.len();
+            if a.gpu as usize >= gpus {
+                // Its process may still run on that GPU: booked on another, the next job there
+                // would share a card the books call free.
+                return Err(ServiceError::Config(format!(
+                    "attempt {} of job {} runs on GPU slot {}, but this server has {gpus} GPU(s): start it with the \
+                     GPUs it had, at least until the job ends",
+                    a.n, a.job_id, a.gpu
+                )));
+            }
+            let gpu = a.gpu as usize;
+            // The supervisor's pid: the one it claimed the attempt with, where the store lacks
+            // it (the service can die between the spawn and recording the pid).
+            let (pid, pid_start) = match found {
+                Recovered::Adopted { pid, start } | Recovered::Lost { group: Some((pid, start)) } => (pid, start),
+                _ => (a.pid.unwrap_or(0), a.pid_start.unwrap_or(0)),
+            };
             let run = Run {
                 attempt: a.n,
                 gpu,
@@ -155,8 +181,8 @@ impl Placer {
                 co_apps: a.co_apps.clone(),
                 avoid_apps: job.avoid_apps.clone(),
                 started_unix: a.started_at,
-                pid: a.pid.unwrap_or(0),
-                pid_start: a.pid_start.unwrap_or(0),
+                pid,
+                pid_start,
                 samples: Vec::new(),
             };
             self.running.insert(a.job_id, run);
@@ -167,14 +193,20 @@ impl Placer {
                     let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
                 }
                 Recovered::Adopted { pid, start } => {
+                    // A cancel accepted before the restart: its stop died with the old
+                    // server, so it is sent again.
+                    if job.cancel_requested {
+                        self.stop_for_cancel(job_id);
+                    }
                     let w = exec::watch_adopted(dir, pid, start, self.core.cfg.adopt_poll);
                     forward_exit(tx, job_id, n, w);
                 }
-                Recovered::Lost => {
-                    if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
+                Recovered::Lost { .. } => {
+                    if pid != 0 {
                         // A direct-mode orphan (its status is unreadable), or the job of a shim
-                        // that died: stopped, so that it never runs beside its re-run.
-                        exec::stop_group(pid, start, 0, exec::LEFTOVER_GRACE);
+                        // that died: ended, and waited for, before the job is queued again, so
+                        // that it never runs beside its re-run.
+                        exec::end_group(pid, pid_start, 0, exec::LEFTOVER_GRACE);
                     }
                     let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
                     let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
@@ -204,6 +236,7 @@ impl Placer {
             while let Ok(m) = self.rx.try_recv() {
                 self.handle(m);
             }
+            self.record_unrecorded();
             if let Err(e) = self.place() {
                 tracing::error!(error = %e, "placement pass failed");
             }
@@ -226,13 +259,7 @@ impl Placer {
     fn handle(&mut self, m: LoopMsg) {
         let r = match m {
             LoopMsg::Cancel(job) => {
-                if let Some(r) = self.running.get(&job) {
-                    // A shim leads the group: spared, it waits out the job's grace and records
-                    // the job's end (signalled, it would die at once and its death would end
-                    // the group again, after the shorter leftover grace).
-                    let shim = matches!(self.core.cfg.supervisor, exec::Supervisor::Shim { .. });
-                    exec::stop_group(r.pid, r.pid_start, if shim { r.pid } else { 0 }, exec::CANCEL_GRACE);
-                }
+                self.stop_for_cancel(job);
                 Ok(())
             }
             LoopMsg::Done { job, attempt, exit } => self.finish(job, attempt, exit),
@@ -242,25 +269,56 @@ impl Placer {
         }
     }
 
-    fn finish(&mut self, job: JobId, attempt: u32, exit: ExitInfo) -> Result<(), ServiceError> {
-        match self.running.get(&job) {
-            Some(r) if r.attempt == attempt => {}
-            _ => return Ok(()),
+    /// Stops job `job`'s running attempt for a cancel (in the background).
+    fn stop_for_cancel(&self, job: JobId) {
+        if let Some(r) = self.running.get(&job) {
+            // A shim leads the group: spared, it waits out the job's grace and records the
+            // job's end (signalled, it would die at once and its death would end the group
+            // again, after the shorter leftover grace).
+            let shim = matches!(self.core.cfg.supervisor, exec::Supervisor::Shim { .. });
+            exec::stop_group(r.pid, r.pid_start, if shim { r.pid } else { 0 }, exec::CANCEL_GRACE);
         }
-        let Some(run) = self.running.remove(&job) else { return Ok(()) };
-        let Some(rec) = self.core.store.job(job)? else { return Ok(()) };
+    }
+
+    /// Records how attempt `attempt` of `job` ended. Its run (and its GPU) stays booked until
+    /// the record is written: when the store fails, the end is kept and recorded again at the
+    /// next pass ([`Placer::record_unrecorded`]), not lost with the job left `running`.
+    fn finish(&mut self, job: JobId, attempt: u32, exit: ExitInfo) -> Result<(), ServiceError> {
+        let r = self.finish_once(job, attempt, &exit);
+        if r.is_err() {
+            self.unrecorded.push((job, attempt, exit));
+        }
+        r
+    }
+
+    /// Ends whose recording failed, recorded again (each kept until it is).
+    fn record_unrecorded(&mut self) {
+        for (job, attempt, exit) in std::mem::take(&mut self.unrecorded) {
+            if let Err(e) = self.finish(job, attempt, exit) {
+                tracing::error!(job, attempt, error = %e, "recording an attempt's end failed again; retried next pass");
+            }
+        }
+    }
+
+    fn finish_once(&mut self, job: JobId, attempt: u32, exit: &ExitInfo) -> Result<(), ServiceError> {
+        let Some(run) = self.running.get(&job).filter(|r| r.attempt == attempt) else { return Ok(()) };
+        let Some(rec) = self.core.store.job(job)? else {
+            self.running.remove(&job);
+            return Ok(());
+        };
         let stderr = exec::tail(&self.core.attempt_dir(job, attempt).join("stderr"), 64 * 1024);
         // NVML saw the card (nearly) full when it died: an OOM even without CUDA's message.
         let cap = self.core.cfg.gpus[run.gpu].spec.memory_mib;
         let card_full = self.measured[run.gpu].is_some_and(|m| m.gpu_mem_mib >= 0.98 * cap);
         let oom = exec::mentions_oom(&stderr) || card_full;
-        let end = classify(&rec, &run, &exit, oom, self.core.cfg.max_retries);
+        let end = classify(&rec, run, exit, oom, self.core.cfg.max_retries);
         let now = unix_now();
-        if end.state == AttemptState::Oom {
+        let recorded = self.core.store.finish_attempt(job, attempt, &end, now)?;
+        let Some(run) = self.running.remove(&job) else { return Ok(()) };
+        if recorded == Some(AttemptState::Oom) {
             self.core.metrics.oom_kills.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let applied = self.core.store.finish_attempt(job, attempt, &end, now)?;
-        if applied && run.exclusive && end.state == AttemptState::Succeeded && run.profile.is_none() {
+        if recorded == Some(AttemptState::Succeeded) && run.exclusive && run.profile.is_none() {
             self.record_observed(&rec, &run, now)?;
         }
         Ok(())
@@ -522,17 +580,22 @@ impl Placer {
             Ok(s) => {
                 run.pid = s.pid;
                 run.pid_start = s.pid_start;
-                if s.pid != 0 {
-                    self.core.store.set_attempt_pid(j.id, att.n, s.pid, s.pid_start)?;
-                }
                 self.running.insert(j.id, run);
                 forward_exit(tx, j.id, att.n, s.wait);
+                // After the run is booked and its exit watched: a store that fails here must
+                // not leave a running process off the books (a restart then finds the pid in
+                // the attempt's owner file).
+                if s.pid != 0 {
+                    if let Err(e) = self.core.store.set_attempt_pid(j.id, att.n, s.pid, s.pid_start) {
+                        tracing::error!(job = j.id, attempt = att.n, error = %e, "could not record the attempt's pid");
+                    }
+                }
             }
             Err(e) => {
                 tracing::error!(job = j.id, error = %e, "could not launch");
                 self.running.insert(j.id, run);
                 let exit = ExitInfo {
-                    spawn_error: Some("the service could not prepare the job".into()),
+                    spawn_error: Some(format!("the service could not prepare the job: {e}")),
                     ..Default::default()
                 };
                 let _ = tx.send(LoopMsg::Done { job: j.id, attempt: att.n, exit });

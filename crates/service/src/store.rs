@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use dqngpu_model::{AppProfile, JobId};
 
@@ -225,7 +225,7 @@ impl Store {
     /// The flag is true when a new job was created.
     pub fn insert_job(&self, job: &NewJob, key: Option<&str>, now: f64) -> Result<(JobRecord, bool)> {
         let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(k) = key {
             let existing = tx
                 .query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE idempotency_key = ?1"), [k], job_from_row)
@@ -243,7 +243,7 @@ impl Store {
     /// scheduler never sees part of a batch.
     pub fn insert_jobs(&self, jobs: &[NewJob], now: f64) -> Result<Vec<JobRecord>> {
         let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let recs = jobs.iter().map(|j| insert_in(&tx, j, None, now)).collect::<Result<Vec<_>>>()?;
         tx.commit()?;
         Ok(recs)
@@ -318,7 +318,7 @@ impl Store {
         now: f64,
     ) -> Result<Option<AttemptRecord>> {
         let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let changed = tx.execute(
             "UPDATE jobs SET state = 'running', gpu = ?2, attempts = attempts + 1, started_at = ?3 \
              WHERE id = ?1 AND state = 'queued'",
@@ -356,18 +356,37 @@ impl Store {
         Ok(())
     }
 
-    /// Ends an attempt and moves the job on, in one transaction. Does nothing (returns false)
-    /// when the attempt had already ended, so a completion seen twice is applied once.
-    pub fn finish_attempt(&self, job: JobId, n: u32, end: &AttemptEnd, now: f64) -> Result<bool> {
+    /// Ends an attempt and moves the job on, in one transaction, and returns the attempt's
+    /// recorded state. Does nothing (returns `None`) when the attempt had already ended, so a
+    /// completion seen twice is applied once. A cancel that the job record `end` was decided
+    /// from did not show yet wins here: read in the same transaction, the attempt ends
+    /// `cancelled` and the job is not queued again.
+    pub fn finish_attempt(&self, job: JobId, n: u32, end: &AttemptEnd, now: f64) -> Result<Option<AttemptState>> {
         let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let cancelled: bool =
+            tx.query_row("SELECT cancel_requested FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0))?;
+        let overridden;
+        let end = if cancelled && end.job_state != JobState::Cancelled {
+            overridden = AttemptEnd {
+                state: AttemptState::Cancelled,
+                job_state: JobState::Cancelled,
+                error: None,
+                count_failure: false,
+                avoid: Vec::new(),
+                ..end.clone()
+            };
+            &overridden
+        } else {
+            end
+        };
         let changed = tx.execute(
             "UPDATE attempts SET state = ?3, finished_at = ?4, exit_code = ?5, signal = ?6, error = ?7 \
              WHERE job_id = ?1 AND n = ?2 AND state = 'running'",
             params![job as i64, n, end.state.as_str(), now, end.exit_code, end.signal, end.error],
         )?;
         if changed == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         let avoid: Vec<String> = tx.query_row("SELECT avoid_apps FROM jobs WHERE id = ?1", [job as i64], |r| {
             from_json(&r.get::<_, String>(0)?)
@@ -398,7 +417,7 @@ impl Store {
             params![now, job as i64, format!("attempt_{}", end.state.as_str()), format!("attempt {n}")],
         )?;
         tx.commit()?;
-        Ok(true)
+        Ok(Some(end.state))
     }
 
     /// Attempts still marked running (after a restart: the ones to re-adopt or re-queue).
@@ -423,7 +442,7 @@ impl Store {
     /// Cancels a job: a queued one at once, a running one by flagging it for the loop to stop.
     pub fn cancel(&self, job: JobId, now: f64) -> Result<Option<CancelOutcome>> {
         let mut conn = self.lock()?;
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let state: Option<String> =
             tx.query_row("SELECT state FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0)).optional()?;
         let Some(state) = state.and_then(|s| JobState::parse(&s)) else {
@@ -506,6 +525,60 @@ mod tests {
         }
     }
 
+    /// A cancel that lands after the loop read the job (to decide a retry) and before it
+    /// recorded the end wins: the attempt ends cancelled and the job is not queued again.
+    #[test]
+    fn a_cancel_between_reading_a_job_and_recording_its_end_wins() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("db.sqlite")).unwrap();
+        let (j, _) = s.insert_job(&job(), None, 1.0).unwrap();
+        s.start_attempt(j.id, 0, &[], false, "fifo", &[j.id], 2.0).unwrap().unwrap();
+        // The loop read the job (no cancel yet) and decided: failed, retry.
+        assert!(!s.job(j.id).unwrap().unwrap().cancel_requested);
+        let retry = AttemptEnd {
+            state: AttemptState::Failed,
+            job_state: JobState::Queued,
+            exit_code: Some(1),
+            signal: None,
+            error: Some("exit 1".into()),
+            count_failure: true,
+            avoid: Vec::new(),
+        };
+        // Then the cancel commits, then the end is recorded.
+        s.cancel(j.id, 3.0).unwrap();
+        assert_eq!(s.finish_attempt(j.id, 1, &retry, 4.0).unwrap(), Some(AttemptState::Cancelled));
+        let after = s.job(j.id).unwrap().unwrap();
+        assert_eq!((after.state, after.failures), (JobState::Cancelled, 0));
+        assert_eq!(s.attempts(j.id).unwrap()[0].state, AttemptState::Cancelled);
+    }
+
+    /// While another connection holds the write lock, a cancel and a keyed insert wait for it
+    /// (the busy timeout) instead of failing at once: their transactions take the write lock
+    /// first, as every write transaction here does (a read-then-write deferred one cannot wait).
+    #[test]
+    fn writes_wait_for_a_held_write_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("db.sqlite");
+        let s = Store::open(&path).unwrap();
+        let (j, _) = s.insert_job(&job(), None, 1.0).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            other.execute_batch("COMMIT;").unwrap();
+        });
+        assert_eq!(s.cancel(j.id, 2.0).unwrap(), Some(CancelOutcome::Cancelled));
+        release.join().unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            other.execute_batch("COMMIT;").unwrap();
+        });
+        assert!(s.insert_job(&job(), Some("key"), 3.0).unwrap().1);
+        release.join().unwrap();
+    }
+
     #[test]
     fn attempt_lifecycle_is_applied_once() {
         let d = tempfile::tempdir().unwrap();
@@ -526,8 +599,8 @@ mod tests {
             count_failure: true,
             avoid: vec!["b".into()],
         };
-        assert!(s.finish_attempt(j.id, 1, &end, 4.0).unwrap());
-        assert!(!s.finish_attempt(j.id, 1, &end, 5.0).unwrap(), "a completion seen twice is applied once");
+        assert_eq!(s.finish_attempt(j.id, 1, &end, 4.0).unwrap(), Some(AttemptState::Oom));
+        assert_eq!(s.finish_attempt(j.id, 1, &end, 5.0).unwrap(), None, "a completion seen twice is applied once");
         let j2 = s.job(j.id).unwrap().unwrap();
         assert_eq!((j2.state, j2.failures, j2.avoid_apps.clone()), (JobState::Queued, 1, vec!["b".to_string()]));
         assert_eq!(s.count_by_state().unwrap()[&JobState::Queued], 1);

@@ -207,3 +207,84 @@ async fn the_budget_predicts_with_the_model_it_is_given() {
     assert_eq!(vb["history"][0]["co_apps"].as_array().unwrap().len(), 1, "b ran beside a: {vb}");
     assert_eq!(budget_refusals(&m), 0, "{m}");
 }
+
+/// Makes the service's database refuse `what` (a trigger that aborts it, as a full disk or an
+/// I/O error would) until the returned connection drops the trigger.
+fn refuse(data: &std::path::Path, what: &str) -> rusqlite::Connection {
+    let db = rusqlite::Connection::open(data.join("dqngpu.sqlite")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    db.execute_batch(&format!(
+        "CREATE TRIGGER refuse BEFORE {what} BEGIN SELECT RAISE(ABORT, 'injected failure'); END;"
+    ))
+    .unwrap();
+    db
+}
+
+/// The store fails to record a job's end: the end is kept and recorded at a later pass once
+/// the store works again (it was dropped, leaving the job `running` until a restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_the_store_failed_to_record_is_recorded_once_it_works() {
+    let t = start("titanxp:1", "tetris");
+    let db = refuse(&t.dir.path().join("data"), "UPDATE OF finished_at ON attempts");
+    let id = submit(&t.router, "quick", &["true"]).await;
+    crate::util::wait_for(&t.router, id, |v| v["state"] == "running").await;
+    // It ends at once; its end cannot be recorded while the store refuses.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, v) = call(&t.router, "GET", &format!("/v1/jobs/{id}"), None, &[]).await;
+    assert_eq!(v["state"], "running", "{v}");
+    db.execute_batch("DROP TRIGGER refuse;").unwrap();
+    let v = wait_final(&t.router, id).await;
+    assert_eq!((v["state"].as_str(), v["attempts"].as_u64()), (Some("succeeded"), Some(1)), "{v}");
+    t.service.stop().await;
+}
+
+/// The store fails to record a started job's pid: the job is still watched (its end recorded)
+/// and its GPU still booked, instead of running off the books.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_pid_could_not_be_recorded_is_still_watched_and_booked() {
+    let t = start("titanxp:1", "tetris");
+    let db = refuse(&t.dir.path().join("data"), "UPDATE OF pid ON attempts");
+    let id = submit(&t.router, "watched", &["sh", "-c", "sleep 0.5"]).await;
+    crate::util::wait_for(&t.router, id, |v| v["state"] == "running").await;
+    let (_, c) = call(&t.router, "GET", "/v1/cluster", None, &[]).await;
+    assert_eq!(c["gpus"][0]["jobs"][0]["id"], id, "the running job is off the GPU's books: {c}");
+    let v = wait_final(&t.router, id).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    drop(db);
+    t.service.stop().await;
+}
+
+/// A supervisor that cannot start is named as what failed, not the job's own program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_that_cannot_start_is_named_not_the_jobs_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = crate::util::config(dir.path().join("data"), "titanxp:1");
+    cfg.supervisor = dqngpu_service::Supervisor::Shim {
+        program: "/nonexistent/dqngpu-supervisor".into(),
+        args: vec!["serve".into(), "job-shim".into()],
+    };
+    let (svc, router) = crate::util::start_with(cfg, "tetris", None);
+    let id = submit(&router, "shimless", &["true"]).await;
+    let v = wait_final(&router, id).await;
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("supervisor") && error.contains("/nonexistent/dqngpu-supervisor"), "{v}");
+    assert!(!error.contains("`true`"), "{v}");
+    svc.stop().await;
+}
+
+/// A job the service cannot prepare (its directory cannot be made) fails naming why and where,
+/// not "the service could not prepare the job" alone (the cause was only in the server log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_cannot_be_prepared_says_why_and_where() {
+    let t = start("titanxp:1", "tetris");
+    // The first job's directory is taken by a file.
+    let jobs = t.dir.path().join("data/jobs");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(jobs.join("1"), "not a directory").unwrap();
+    let id = submit(&t.router, "unprepared", &["true"]).await;
+    assert_eq!(id, 1);
+    let v = wait_final(&t.router, id).await;
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("could not prepare the job") && error.contains("jobs/1"), "{v}");
+    t.service.stop().await;
+}

@@ -52,3 +52,32 @@ async fn attempt_that_ended_while_down_is_finalised_not_rerun() {
     assert_eq!(starts.lines().count(), 1);
     svc.stop().await;
 }
+
+/// A restart with fewer GPUs than a running attempt was placed on is refused, naming the job
+/// and the GPU: booked on another GPU, its process (still on the old card) would share that
+/// card with jobs the books place there. With the GPUs it had, the server starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_without_a_running_jobs_gpu_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (svc, router) = start_with(config(data.clone(), "titanxp:2"), "fifo", None);
+    // Unprofiled apps run alone: the second goes to the second GPU.
+    let ids = [submit(&router, "one", &["sleep", "30"]).await, submit(&router, "two", &["sleep", "30"]).await];
+    for id in ids {
+        wait_for(&router, id, |v| v["state"] == "running").await;
+    }
+    svc.stop().await;
+    let policy: std::sync::Arc<dyn dqngpu_model::Policy> =
+        std::sync::Arc::from(dqngpu_policy::by_name("fifo", 7).unwrap());
+    let e = match dqngpu_service::Service::start(config(data.clone(), "titanxp:1"), policy, None) {
+        Ok(_) => panic!("a server without GPU slot 1 started while a job runs there"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("GPU slot 1") && e.contains("1 GPU(s)"), "{e}");
+    let (svc, router) = start_with(config(data, "titanxp:2"), "fifo", None);
+    for id in ids {
+        call(&router, "DELETE", &format!("/v1/jobs/{id}"), None, &[]).await;
+        assert_eq!(wait_final(&router, id).await["state"], "cancelled");
+    }
+    svc.stop().await;
+}
