@@ -281,8 +281,7 @@ fn a_lost_attempt_never_runs_beside_its_rerun_and_leftovers_end_with_the_job() {
     wait_all_final(&url, 2);
 }
 
-/// The supervisor of the first attempt of job 1 under `data`'s server at `url`, from the
-/// pid the job wrote to `pid_file` (its parent).
+/// (the job's pid, its supervisor's pid): the pid the job wrote to `pid_file`, and its parent.
 fn supervisor_of(pid_file: &Path) -> (u32, i32) {
     let job = wait_pid(pid_file).expect("the job never started");
     let stat = std::fs::read_to_string(format!("/proc/{job}/stat")).unwrap();
@@ -351,6 +350,37 @@ fn a_cancel_accepted_before_a_crash_still_stops_the_job() {
     let jobs = wait_all_final(&url, 1);
     assert_eq!(jobs[0]["state"], "cancelled", "{}", jobs[0]);
     assert!(!done.exists(), "the cancelled job ran to its end");
+}
+
+/// A placement loop blocked in a file read (here the job's stderr, replaced by a FIFO no one
+/// writes; a slow disk or NFS in life) holds up only itself: the API, `/healthz` included,
+/// still answers (it stalled with the loop when the loop ran on the API's threads).
+#[test]
+fn the_api_answers_while_the_placement_loop_is_blocked() {
+    let dir = test_dir("blocked-loop");
+    let data = dir.join("data");
+    let server = serve(&data, free_port(), "tetris");
+    let url = server.url.clone();
+    let script = "if [ $DQNGPU_ATTEMPT = 1 ]; then rm ../attempt-1/stderr; mkfifo ../attempt-1/stderr; exit 1; fi";
+    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "fifo", "command": ["sh", "-c", script] }));
+    let id = job["id"].as_u64().unwrap();
+    let fifo = data.join(format!("jobs/{id}/attempt-1/stderr"));
+    let made = (0..250).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::symlink_metadata(&fifo).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()))
+    });
+    assert!(made, "the job never made its FIFO");
+    // The job has exited; the loop now blocks reading its stderr.
+    std::thread::sleep(Duration::from_millis(500));
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(2)).build();
+    let started = std::time::Instant::now();
+    let health = agent.get(&format!("{url}/healthz")).call();
+    assert!(health.is_ok(), "/healthz did not answer while the loop was blocked: {health:?}");
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    // Unblock the loop (a writer opens the FIFO and closes it): the job's end is recorded.
+    std::fs::write(&fifo, b"done\n").unwrap();
+    let jobs = wait_all_final(&url, 1);
+    assert_eq!(jobs[0]["state"], "succeeded", "{}", jobs[0]);
 }
 
 /// A second `dqngpu serve` on a data dir in use exits non-zero at once, naming the dir and the

@@ -169,7 +169,8 @@ pub fn unix_now() -> f64 {
 pub struct Service {
     core: Arc<Core>,
     stop: watch::Sender<bool>,
-    placer: tokio::task::JoinHandle<()>,
+    /// Answered when the placement loop's thread has ended.
+    placer: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl Service {
@@ -213,12 +214,23 @@ impl Service {
         let placer = Placer::new(core.clone(), policy, rx, monitor)?;
         let (stop, stop_rx) = watch::channel(false);
         // The loop owns the lock: the dir is free once no loop can place or adopt jobs in it.
-        let placer = tokio::spawn(async move {
-            let _lock = lock;
-            placer.run(stop_rx).await
-        });
+        // It runs on a thread of its own (driven by the runtime's handle; the tasks it spawns
+        // run on the runtime): its store calls and file reads block that thread only, never
+        // a worker that serves the API (a blocked loop held up `/healthz` too).
+        let handle = tokio::runtime::Handle::current();
+        let (done, placer_done) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("dqngpu-placer".into())
+            .spawn(move || {
+                handle.block_on(placer.run(stop_rx));
+                // Released before `stop` hears the loop ended: a server started after it finds
+                // the dir free.
+                drop(lock);
+                let _ = done.send(());
+            })
+            .map_err(|e| ServiceError::Config(format!("cannot start the placement loop's thread: {e}")))?;
         core.wake.notify_one();
-        Ok(Service { core, stop, placer })
+        Ok(Service { core, stop, placer: placer_done })
     }
 
     /// The shared core.
