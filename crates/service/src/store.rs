@@ -470,14 +470,6 @@ impl Store {
         Ok(Some(out))
     }
 
-    /// True when a cancel was asked for.
-    pub fn cancel_requested(&self, job: JobId) -> Result<bool> {
-        let conn = self.read()?;
-        let v: Option<i64> =
-            conn.query_row("SELECT cancel_requested FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0)).optional()?;
-        Ok(v.unwrap_or(0) != 0)
-    }
-
     /// Stores (replacing) an app's profile.
     pub fn put_profile(&self, p: &AppProfile, source: &str, now: f64) -> Result<()> {
         let conn = self.lock()?;
