@@ -150,6 +150,8 @@ impl Placer {
     }
 
     fn recover(&mut self) -> Result<(), ServiceError> {
+        // (job, attempt, supervisor pid, its start) of the attempts lost in the restart.
+        let mut lost = Vec::new();
         for a in self.core.store.running_attempts()? {
             let Some(job) = self.core.store.job(a.job_id)? else { continue };
             let dir = self.core.attempt_dir(a.job_id, a.n);
@@ -201,17 +203,20 @@ impl Placer {
                     let w = exec::watch_adopted(dir, pid, start, self.core.cfg.adopt_poll);
                     forward_exit(tx, job_id, n, w);
                 }
-                Recovered::Lost { .. } => {
-                    if pid != 0 {
-                        // A direct-mode orphan (its status is unreadable), or the job of a shim
-                        // that died: ended, and waited for, before the job is queued again, so
-                        // that it never runs beside its re-run.
-                        exec::end_group(pid, pid_start, 0, exec::LEFTOVER_GRACE);
-                    }
-                    let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
-                    let _ = tx.send(LoopMsg::Done { job: job_id, attempt: n, exit });
-                }
+                Recovered::Lost { .. } => lost.push((job_id, n, pid, pid_start)),
             }
+        }
+        // A direct-mode orphan (its status is unreadable), or the job of a shim that died:
+        // ended, and waited for, before its job is queued again, so that it never runs beside
+        // its re-run. Side by side: each may take the whole grace.
+        std::thread::scope(|s| {
+            for &(_, _, pid, start) in lost.iter().filter(|l| l.2 != 0) {
+                s.spawn(move || exec::end_group(pid, start, 0, exec::LEFTOVER_GRACE));
+            }
+        });
+        for (job, attempt, _, _) in lost {
+            let exit = ExitInfo { lost: true, lost_in_restart: true, ..Default::default() };
+            let _ = self.core.tx.send(LoopMsg::Done { job, attempt, exit });
         }
         Ok(())
     }
