@@ -91,6 +91,17 @@ fn nvidia_smi_nounits_across_midnight_and_noheader_with_columns() {
     let bad = ImportOptions { columns: Some(vec!["timestamp".into(), "index".into()]), ..opts() };
     let e = import("nvidia_smi_noheader.csv", ImportFormat::NvidiaSmi, &bad).unwrap_err().to_string();
     assert!(e.contains("--columns") && e.contains("utilization.gpu"), "{e}");
+    // Values with units, --columns in another order than the query's: refused, not swapped.
+    let swapped = ImportOptions {
+        columns: Some(vec!["timestamp".into(), "index".into(), "memory.used".into(), "utilization.gpu".into()]),
+        ..opts()
+    };
+    let text = "2026/11/25 21:50:00.000, 0, 30 %, 45 MiB\n2026/11/25 21:50:01.000, 0, 31 %, 45 MiB\n";
+    let e = import_str(text, None, ImportFormat::NvidiaSmi, &swapped).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("utilization.gpu is in %") && e.contains("order"), "{e}");
+    let right = ImportOptions { columns: cols.columns.clone(), ..opts() };
+    let ok = import_str(text, None, ImportFormat::NvidiaSmi, &right).unwrap();
+    assert_eq!((ok.profile.samples[0].gpu_util_pct, ok.profile.samples[0].gpu_mem_mib), (30.0, 45.0));
 }
 
 #[test]
@@ -359,4 +370,38 @@ fn recorded_on_keeps_the_logs_card_name_host_and_memory_and_finds_its_catalogue_
     let on = i.profile.recorded_on.clone().unwrap();
     assert_eq!((on.gpu_name.as_str(), on.node.as_str(), on.memory_mib), ("NVIDIA H100 80GB HBM3", "node-1", 81559.0));
     assert_eq!(on.architecture, "Hopper");
+}
+
+/// An export of several machines has a GPU 0 on each: their readings are refused, naming the
+/// two hosts and the lines, not merged into one profile that alternates between two cards.
+/// One machine's lines import.
+#[test]
+fn dcgm_gpus_of_two_hosts_under_one_index_are_refused_not_merged() {
+    let a = "{gpu=\"0\",UUID=\"GPU-aaaa\",Hostname=\"node-a\",modelName=\"NVIDIA A100-SXM4-40GB\"}";
+    let b = "{gpu=\"0\",UUID=\"GPU-bbbb\",Hostname=\"node-b\",modelName=\"Tesla T4\"}";
+    let mut text = String::new();
+    for k in 0..4u64 {
+        let t = 1_700_000_000_000 + 1000 * k;
+        text += &format!("DCGM_FI_DEV_GPU_UTIL{a} 95 {t}\nDCGM_FI_DEV_FB_USED{a} 30000 {t}\n");
+        text += &format!("DCGM_FI_DEV_GPU_UTIL{b} 5 {}\nDCGM_FI_DEV_FB_USED{b} 200 {}\n", t + 500, t + 500);
+    }
+    let e = import_str(&text, None, ImportFormat::Dcgm, &opts()).unwrap_err().to_string();
+    assert!(e.contains("node-b") && e.contains("node-a") && e.contains("line 3") && e.contains("line 1"), "{e}");
+    let one: String = text.lines().filter(|l| l.contains("node-a")).map(|l| format!("{l}\n")).collect();
+    let i = import_str(&one, None, ImportFormat::Dcgm, &opts()).unwrap();
+    assert!(col(&i, Resource::GpuUtil).iter().all(|&u| u == 95.0));
+}
+
+/// Two PCIe counter readings further apart than an i64 of milliseconds holds: an error, never
+/// an overflow (which panicked in debug builds).
+#[test]
+fn dcgm_counters_at_extreme_timestamps_do_not_overflow() {
+    let text = "# TYPE DCGM_FI_PROF_PCIE_TX_BYTES counter\n\
+        DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 50 -9000000000000000000\n\
+        DCGM_FI_DEV_FB_USED{gpu=\"0\"} 100 -9000000000000000000\n\
+        DCGM_FI_PROF_PCIE_TX_BYTES{gpu=\"0\"} 1 -9000000000000000000\n\
+        DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 50 9000000000000000000\n\
+        DCGM_FI_DEV_FB_USED{gpu=\"0\"} 100 9000000000000000000\n\
+        DCGM_FI_PROF_PCIE_TX_BYTES{gpu=\"0\"} 2 9000000000000000000\n";
+    assert!(import_str(text, None, ImportFormat::Dcgm, &opts()).is_err());
 }

@@ -104,6 +104,20 @@ impl<'a> Header<'a> {
         self.names.iter().position(|n| n == name)
     }
 
+    /// Refuses a column that is none of `known` (the openb list's): a misspelt optional
+    /// column (`gpu_specs`) was read as absent, and the replay changed without a word.
+    fn only(&self, known: &[&str]) -> Result<()> {
+        match self.names.iter().find(|n| !known.contains(&n.as_str())) {
+            Some(n) => Err(TraceError::invalid(
+                self.file,
+                1,
+                Some(n),
+                format!("unknown column; the columns are {}", known.join(", ")),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn require(&self, name: &str) -> Result<usize> {
         self.index(name).ok_or_else(|| {
             TraceError::invalid(
@@ -213,6 +227,7 @@ fn split_row<'a>(file: &'a str, line: u64, l: &'a str, width: usize) -> Result<R
 /// Parses a node list; `file` names it in errors.
 pub fn parse_nodes(text: &str, file: &str) -> Result<Vec<NodeRow>> {
     let header = Header::parse(file, header_line(text, file)?)?;
+    header.only(&["sn", "cpu_milli", "memory_mib", "gpu", "model"])?;
     let (sn, cpu, mem, gpu, model) = (
         header.require("sn")?,
         header.require("cpu_milli")?,
@@ -248,6 +263,19 @@ pub fn parse_nodes(text: &str, file: &str) -> Result<Vec<NodeRow>> {
 /// Parses a pod list; `file` names it in errors.
 pub fn parse_pods(text: &str, file: &str) -> Result<Vec<PodRow>> {
     let header = Header::parse(file, header_line(text, file)?)?;
+    header.only(&[
+        "name",
+        "cpu_milli",
+        "memory_mib",
+        "num_gpu",
+        "gpu_milli",
+        "gpu_spec",
+        "qos",
+        "pod_phase",
+        "creation_time",
+        "deletion_time",
+        "scheduled_time",
+    ])?;
     let (name_i, cpu, mem, ngpu, milli) = (
         header.require("name")?,
         header.require("cpu_milli")?,
@@ -385,6 +413,11 @@ mod tests {
         assert!(e.contains("not a whole number"), "{e}");
         let e = err_of("name,cpu_milli,num_gpu,gpu_milli\na,1,1,500\n");
         assert!(e.contains("memory_mib") && e.contains("missing column"), "{e}");
+        // A misspelt optional column is refused, not read as absent (no GPU-model rule).
+        let e = err_of(&format!("{}gpu_specs\na,1,1,1,500,V100M16\n", h.trim_end().to_string() + ","));
+        assert!(e.contains("line 1") && e.contains("gpu_specs") && e.contains("unknown column"), "{e}");
+        let e = parse_nodes("sn,cpu_milli,memory_mib,gpu,model,gpus\nn,1,1,4,T4,4\n", "n.csv").unwrap_err().to_string();
+        assert!(e.contains("unknown column") && e.contains("gpus"), "{e}");
         let e = err_of(&format!("{h}a,1,1,2,500\n"));
         assert!(e.contains("whole GPUs"), "{e}");
         let e = err_of(&format!("{h}a,1,1\n"));

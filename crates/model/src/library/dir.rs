@@ -29,7 +29,9 @@ pub fn read_dir_library(dir: &Path) -> Result<AppLibrary> {
         .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // Extensions in any case, as `ProfileFormat::from_path` reads them (`BERT.CSV` was
+            // skipped without a word).
+            let n = p.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
             !n.starts_with('.') && !n.ends_with(".meta.json") && (n.ends_with(".csv") || n.ends_with(".json"))
         })
         .collect();
@@ -107,6 +109,17 @@ mod tests {
         for app in ["a b", "a_b"] {
             assert_eq!(lib.get(app).unwrap().app.name, app);
         }
+    }
+
+    /// Extensions are read in any case, as a single profile file's are (`BERT.JSON` was
+    /// skipped without a word, and `profile import -o W.CSV` wrote a file its library missed).
+    #[test]
+    fn profiles_with_upper_case_extensions_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        write_profile(&profile("bert", 100.0), &d.path().join("BERT.JSON")).unwrap();
+        write_profile(&profile("gpt", 100.0), &d.path().join("gpt.json")).unwrap();
+        let lib = read_dir_library(d.path()).unwrap();
+        assert_eq!(lib.apps.keys().collect::<Vec<_>>(), ["bert", "gpt"]);
     }
 
     #[test]

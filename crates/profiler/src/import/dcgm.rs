@@ -197,6 +197,8 @@ struct Readings {
     groups: Vec<Group>,
     open: HashMap<(u32, i64), usize>,
     devices: BTreeMap<u32, DeviceHint>,
+    /// Per GPU label: the card it names (its host, its UUID) and the line that first said so.
+    identity: HashMap<(u32, &'static str), (String, u64)>,
 }
 
 impl Readings {
@@ -210,6 +212,23 @@ impl Readings {
         line: u64,
         path: Option<&Path>,
     ) -> Result<(), ModelError> {
+        // A GPU label names one card only with its host (and UUID): an export of several
+        // machines has a GPU 0 on each, and their readings must not merge into one profile.
+        for key in ["Hostname", "UUID"] {
+            let Some(v) = s.label(key) else { continue };
+            let (first, first_line) = self.identity.entry((gpu, key)).or_insert_with(|| (v.to_string(), line));
+            if first != v {
+                return Err(invalid(
+                    path,
+                    line,
+                    Some(key),
+                    format!(
+                        "GPU {gpu} is `{v}` here and `{first}` on line {first_line}: the log holds several machines' \
+                         GPUs under one index; import one machine's lines (those with {key}=\"{first}\", say)"
+                    ),
+                ));
+            }
+        }
         let dev = self.devices.entry(gpu).or_default();
         if let Some(m) = s.label("modelName") {
             dev.name = Some(m.to_string());
@@ -426,7 +445,8 @@ fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut
         for (r, g) in rates.iter_mut().zip(groups.iter()) {
             let Some(v) = get(g, d) else { continue };
             if let Some(&(pt, pv)) = prev.get(&g.gpu) {
-                let dt = (g.t_ms - pt) as f64 / 1000.0;
+                // In floats: two timestamps from the file may be further apart than an i64 holds.
+                let dt = (g.t_ms as f64 - pt as f64) / 1000.0;
                 let delta = if v < pv {
                     resets += 1;
                     v

@@ -209,6 +209,18 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                     return Err(invalid(path, line, Some(field), msg));
                 }
             }
+            // Without a header's unit the field's own is known: a `--columns` list in another
+            // order than the query's put `30 %` into memory.used and swapped the two.
+            let own = UNITS.iter().find(|(n, _)| *n == field).map(|(_, u)| *u);
+            if let (Some(unit), Some(own), None | Some(None)) = (unit, own, c.units.get(k)) {
+                if unit != own {
+                    let msg = format!(
+                        "`{}` is in {unit}, but {field} is in {own}: is the --columns list in the order of --query-gpu?",
+                        fields[k].trim()
+                    );
+                    return Err(invalid(path, line, Some(field), msg));
+                }
+            }
             parse_value(number, limit).map_err(|m| invalid(path, line, Some(field), m))
         };
         let mut values = [None; 4];
