@@ -97,6 +97,14 @@ impl Binder {
         Ok(pod)
     }
 
+    /// Whether `pod` is bound to `node` now, as the apiserver says (`None`: it could not be
+    /// asked).
+    fn bound_to(&self, pod: &PodInfo, node: &str) -> Option<bool> {
+        let v = self.client.get(&pod_path(&pod.namespace, &pod.name)).ok()?;
+        let now = PodInfo::from_value(&v, "pod").ok()?;
+        Some(now.uid == pod.uid && now.node_name == node)
+    }
+
     /// Binds one pod (blocking: call from a blocking thread).
     ///
     /// On a HAMi node HAMi's node lock is taken first, and the GPU is chosen after it, on the
@@ -128,10 +136,21 @@ impl Binder {
                 .merge_patch(&pod_path(&pod.namespace, &pod.name), &patch.to_merge_patch())
                 .map_err(BindError::from)
                 .and_then(|_| self.create_binding(&pod, node));
-            if r.is_err() {
-                engine.cluster.forget(&pod.uid);
+            let Err(e) = r else { return Ok(()) };
+            // A refusal (4xx) did not bind; a 5xx or a lost answer (an overloaded apiserver's
+            // 504) may have: the pod itself says. Forgotten while it is in fact bound, its
+            // GPU share looked free until the watch caught up, and a second pod took it.
+            let ambiguous = matches!(&e, BindError::Api(a) if a.status().is_none_or(|s| s >= 500));
+            match ambiguous.then(|| self.bound_to(&pod, node)) {
+                // Bound here after all: kept, and kube-scheduler told the truth.
+                Some(Some(true)) => Ok(()),
+                // Cannot tell: kept (the watch settles it, or the assumption expires).
+                Some(None) => Err(e),
+                _ => {
+                    engine.cluster.forget(&pod.uid);
+                    Err(e)
+                }
             }
-            r
         });
         if let Err(e) = &r {
             if locked {

@@ -65,6 +65,9 @@ pub struct Demand {
     pub mean: Resources,
     /// HAMi's per-pod device rules, from its annotations.
     pub hami_rules: devices::HamiRules,
+    /// The pod's UID: where its own annotations still count it on a GPU (a bind that failed
+    /// after writing them), it is left out there, as HAMi's Filter removes the pod first.
+    pub uid: String,
 }
 
 impl Demand {
@@ -183,7 +186,16 @@ impl Engine {
             submit_s: unix_now(),
             restarts: 0,
         };
-        Ok(Demand { req, app, known, job, peak_mib, mean, hami_rules: devices::HamiRules::of(pod) })
+        Ok(Demand {
+            req,
+            app,
+            known,
+            job,
+            peak_mib,
+            mean,
+            hami_rules: devices::HamiRules::of(pod),
+            uid: pod.uid.clone(),
+        })
     }
 
     /// Memory the pod needs on a card of `card_mib`.
@@ -202,46 +214,54 @@ impl Engine {
         if hami {
             devices::hami_device_allowed(&d.hami_rules, dev).map_err(Unfit::never)?;
         }
-        if slot.residents.len() as u64 >= u64::from(dev.max_pods) {
-            let why = format!("GPU {} already shared by {} pods (its limit)", dev.index, slot.residents.len());
+        // The others on the slot: the pod itself is left out where it is still counted (a
+        // failed bind's annotations stayed; it blocked its own retry).
+        let others: Vec<&crate::state::Resident> = slot.residents.iter().filter(|r| r.uid != d.uid).collect();
+        let (reserved_mib, cores_used) = if others.len() == slot.residents.len() {
+            (slot.reserved_mib, slot.cores_used)
+        } else {
+            (others.iter().map(|r| r.reserved_mib).sum(), others.iter().map(|r| r.cores).sum())
+        };
+        if others.len() as u64 >= u64::from(dev.max_pods) {
+            let why = format!("GPU {} already shared by {} pods (its limit)", dev.index, others.len());
             return Err(if dev.max_pods == 0 { Unfit::never(why) } else { Unfit::full(why) });
         }
         let need = self.need_mib(d, dev.spec.memory_mib);
-        let free = dev.spec.memory_mib - slot.reserved_mib;
+        let free = dev.spec.memory_mib - reserved_mib;
         if need > free + 1e-6 {
             let why = format!("GPU {} has {:.0} MiB free, the pod needs {:.0} MiB", dev.index, free.max(0.0), need);
             return Err(if need > dev.spec.memory_mib + 1e-6 { Unfit::never(why) } else { Unfit::full(why) });
         }
         let cores = d.req.cores();
-        if slot.cores_used + cores > dev.cores + 1e-6 {
+        if cores_used + cores > dev.cores + 1e-6 {
             let why = format!(
                 "GPU {} has {:.0}% compute left, the pod asks {:.0}%",
                 dev.index,
-                (dev.cores - slot.cores_used).max(0.0),
+                (dev.cores - cores_used).max(0.0),
                 cores
             );
             return Err(if cores > dev.cores + 1e-6 { Unfit::never(why) } else { Unfit::full(why) });
         }
         // HAMi's Fit: `gpucores: 100` asks for the card alone, so never on a card in use; a
         // `gpucores: 0` pod never goes on a card whose compute is all taken.
-        if hami && dev.cores == 100.0 && cores >= 100.0 && !slot.residents.is_empty() {
+        if hami && dev.cores == 100.0 && cores >= 100.0 && !others.is_empty() {
             return Err(Unfit::full(format!(
                 "GPU {} is in use by {} pods; the pod asks for it alone (`{}: 100`)",
                 dev.index,
-                slot.residents.len(),
+                others.len(),
                 devices::HAMI_CORES
             )));
         }
-        if hami && dev.cores > 0.0 && cores == 0.0 && slot.cores_used >= dev.cores - 1e-6 {
+        if hami && dev.cores > 0.0 && cores == 0.0 && cores_used >= dev.cores - 1e-6 {
             return Err(Unfit::full(format!(
                 "GPU {} has no compute left ({:.0}% taken); HAMi puts no `{}: 0` pod on a full card",
                 dev.index,
-                slot.cores_used,
+                cores_used,
                 devices::HAMI_CORES
             )));
         }
         if let Some(app) = &d.app {
-            for r in &slot.residents {
+            for r in &others {
                 let Some(other) = &r.app else { continue };
                 let theirs = self.cluster.profiles.avoid_of(other);
                 if d.job.avoid_apps.contains(other) || theirs.contains(app) {

@@ -512,13 +512,12 @@ pub fn pod_allocations(pod: &PodInfo, req: &GpuRequest, unit_mib: f64) -> Result
             let Some(idx) = pod.annotations.get(GPUSHARE_IDX) else { return Ok(None) };
             let i: u32 =
                 idx.trim().parse().map_err(|_| format!("annotation `{GPUSHARE_IDX}`: `{idx}` is not a GPU index"))?;
-            let mem_units = match pod.annotations.get(GPUSHARE_POD) {
-                Some(m) => m
-                    .trim()
-                    .parse::<f64>()
-                    .map_err(|_| format!("annotation `{GPUSHARE_POD}`: `{m}` is not a number"))?,
-                None => *units,
-            };
+            // The annotation as gpushare writes it (the pod's request), never counted below the
+            // request: `NaN` or `-8` there counted the pod as 0 MiB and let a second pod share
+            // its GPU past the card, and an unreadable one left it uncounted. The GPU index is
+            // what places the pod; its memory is at least what it asked for.
+            let written = pod.annotations.get(GPUSHARE_POD).and_then(|m| m.trim().parse::<f64>().ok());
+            let mem_units = written.filter(|v| v.is_finite() && *v >= 0.0).map_or(*units, |v| v.max(*units));
             Ok(Some(vec![Allocation { gpu_id: i.to_string(), mem_mib: mem_units * unit_mib, cores: 0.0 }]))
         }
         GpuRequest::Hami { .. } => {
@@ -706,6 +705,12 @@ mod tests {
         assert_eq!(r, GpuRequest::Gpushare { units: 4.0 });
         let a = pod_allocations(&p, &r, 1024.0).unwrap().unwrap();
         assert_eq!(a, vec![Allocation { gpu_id: "1".into(), mem_mib: 4096.0, cores: 0.0 }]);
+        // A memory annotation that is no number, NaN, negative or below the request counts the
+        // request; one above it counts itself.
+        for (written, mib) in [("x", 4096.0), ("NaN", 4096.0), ("-8", 4096.0), ("2", 4096.0), ("6", 6144.0)] {
+            let q = pod(&[(GPUSHARE_MEM, "4")], &[(GPUSHARE_IDX, "1"), (GPUSHARE_POD, written)]);
+            assert_eq!(pod_allocations(&q, &r, 1024.0).unwrap().unwrap()[0].mem_mib, mib, "{written}");
+        }
         let h = pod(
             &[(HAMI_GPU, "1"), (HAMI_MEM, "3000"), (HAMI_CORES, "30")],
             &[(HAMI_ALLOCATED, "GPU-a,NVIDIA,3000,30:;")],

@@ -109,6 +109,9 @@ pub struct Resident {
     pub start_s: f64,
     /// True when held as assumed (bound by us, not yet seen by the watch).
     pub assumed: bool,
+    /// What it holds of its slot's `reserved_mib`, MiB (the larger of its declared memory and
+    /// its profile's remaining peak; set when the view is built).
+    pub reserved_mib: f64,
 }
 
 /// One GPU of a node with what holds it.
@@ -557,6 +560,7 @@ impl Cluster {
                             cores: if a.cores > 0.0 { a.cores } else { e.req.cores() },
                             start_s: e.info.start_s.unwrap_or(now),
                             assumed: false,
+                            reserved_mib: 0.0,
                         },
                     );
                 }
@@ -576,6 +580,7 @@ impl Cluster {
                     cores: a.cores,
                     start_s: a.since_s,
                     assumed: true,
+                    reserved_mib: 0.0,
                 },
             );
         }
@@ -583,7 +588,7 @@ impl Cluster {
         for s in &mut slots {
             let mut running = Vec::with_capacity(s.residents.len());
             let (mut mem, mut cores) = (0.0, 0.0);
-            for r in &s.residents {
+            for r in &mut s.residents {
                 let profile = r
                     .app
                     .as_deref()
@@ -591,7 +596,8 @@ impl Cluster {
                     .unwrap_or_else(|| declared_profile(r.app.as_deref().unwrap_or(""), r.mem_mib, r.cores));
                 let progress = profile.progress_after(now - r.start_s);
                 let peak = profile.peak_from(profile.sample_index(progress)).gpu_mem_mib;
-                mem += r.mem_mib.max(peak);
+                r.reserved_mib = r.mem_mib.max(peak);
+                mem += r.reserved_mib;
                 cores += r.cores;
                 running.push(RunningJob { id: job_id(&r.uid), profile, progress_s: progress, started_s: r.start_s });
             }

@@ -89,7 +89,8 @@ pub fn parse_rfc3339(s: &str) -> Result<f64, String> {
     }
     let offset = match rest {
         "Z" | "z" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+        // By bytes: a multi-byte character there made a string slice panic.
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && o.as_bytes()[3] == b':' => {
             let oh = num(s.len() - 5..s.len() - 3)?;
             let om = num(s.len() - 2..s.len())?;
             let sign = if o.starts_with('-') { -1 } else { 1 };
@@ -190,6 +191,9 @@ mod tests {
         assert!(parse_rfc3339("2024-13-01T00:00:00Z").is_err());
         assert!(parse_rfc3339("yesterday").is_err());
         assert!(parse_rfc3339("2024-03-01T12:30:05").is_err());
+        // A multi-byte character in the offset (HAMi's lock annotation is free text): an
+        // error, not a panic on a string slice inside the character.
+        assert!(parse_rfc3339("2024-03-01T12:30:05+0\u{e9}00").is_err());
     }
 
     #[test]
