@@ -351,6 +351,11 @@ fn recorded_on_keeps_the_logs_card_name_host_and_memory_and_finds_its_catalogue_
     let i = import_str(a100, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
     let on = i.profile.recorded_on.clone().unwrap();
     assert_eq!((on.gpu_name.as_str(), on.architecture.as_str()), ("NVIDIA A100-SXM4-40GB", "Ampere"));
+    // More used than the card's own total: refused at its line, not found later against the
+    // largest GPU of a library.
+    let over = a100.replacen("2048 MiB", "45000 MiB", 2).replacen("45000 MiB", "2048 MiB", 1);
+    let e = import_str(&over, None, ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("memory.used") && e.contains("40960"), "{e}");
     assert_eq!((on.memory_mib, on.cores), (40960.0, 6912));
     // A card the catalogue has no entry for is kept as the log names it, and said so.
     let b200 = a100.replace("NVIDIA A100-SXM4-40GB", "NVIDIA B200").replace("40960 MiB", "183359 MiB");

@@ -236,6 +236,13 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         if let Some(k) = c.mem_total {
             if let Some(v) = value(k, "memory.total", Limit::CardMemoryMib)? {
                 dev.memory_total_mib = Some(v);
+                // A card never holds more than it has: such a row is another card's, or the
+                // columns are mixed up (it was found only when a library loaded the profile,
+                // against the largest GPU, not this card).
+                if let Some(used) = values[index_of(Resource::GpuMem)].filter(|&u| u > v + 1e-9) {
+                    let msg = format!("{used} MiB used is more than the card's memory.total, {v} MiB");
+                    return Err(invalid(path, line, Some("memory.used"), msg));
+                }
             }
         }
         parsed.observations.push(Observation { t_s, line, gpu, values });
