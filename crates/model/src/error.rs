@@ -129,6 +129,27 @@ pub fn csv_line(text: &str, pos: &csv::Position) -> u64 {
     pos.line() + skipped as u64
 }
 
+/// [`csv_line`] for a reader that skips `#` comment lines: the csv crate gives a record after
+/// a comment the comment's line, so the comments (and blank lines) are counted here too.
+pub fn csv_line_past_comments(text: &str, pos: &csv::Position) -> u64 {
+    let mut rest = text.as_bytes().get(usize::try_from(pos.byte()).unwrap_or(usize::MAX)..).unwrap_or_default();
+    let mut line = pos.line();
+    loop {
+        match rest.first() {
+            Some(b'\n') => line += 1,
+            Some(b'\r') => {}
+            Some(b'#') => {
+                // The comment up to its newline (counted on the next turn).
+                let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+                rest = &rest[end..];
+                continue;
+            }
+            _ => return line,
+        }
+        rest = &rest[1..];
+    }
+}
+
 /// A number as an error quotes it: as written up to a billion, else in exponent form (`1e300`
 /// must not print as 301 digits).
 pub fn compact(v: f64) -> String {

@@ -120,10 +120,10 @@ fn parse_csv_every(
     let mut lines = Vec::new();
     for rec in rdr.records() {
         let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| crate::error::csv_line(text, p));
+            let line = e.position().map(|p| crate::error::csv_line_past_comments(text, p));
             ModelError::invalid(loc(path, line, None), format!("malformed CSV: {e}"))
         })?;
-        let line = rec.position().map(|p| crate::error::csv_line(text, p)).unwrap_or(0);
+        let line = rec.position().map(|p| crate::error::csv_line_past_comments(text, p)).unwrap_or(0);
         first_line.get_or_insert(line);
         let mut vals = [0.0f64; 5];
         for k in 0..5 {
@@ -164,8 +164,23 @@ fn parse_csv_every(
         source: Some(loc(path, first_line, None)),
         derived: Default::default(),
     };
-    p.validate()?;
+    p.validate().map_err(|e| at_row_line(e, first_line, &lines))?;
     Ok(p)
+}
+
+/// `validate` names sample `i` at the first row's line + `i`; with comment or blank lines
+/// between the rows that is another line: the row's own is put back.
+fn at_row_line(e: ModelError, first: Option<u64>, lines: &[u64]) -> ModelError {
+    match e {
+        ModelError::Invalid { mut at, message } => {
+            let row = at.line.zip(first).and_then(|(l, f)| usize::try_from(l.checked_sub(f)?).ok());
+            if let Some(&own) = row.and_then(|i| lines.get(i)) {
+                at.line = Some(own);
+            }
+            ModelError::Invalid { at, message }
+        }
+        other => other,
+    }
 }
 
 /// How far a time may sit from its place on the grid: 1% of the interval, plus the 1 us the
@@ -386,6 +401,20 @@ mod tests {
 
     fn info() -> AppInfo {
         AppInfo { name: "x".into(), ..Default::default() }
+    }
+
+    /// Errors name the row's own line with comment lines above or between the rows: a value
+    /// that is no number, and a range checked after parsing (150% on line 5, blamed on line 4).
+    #[test]
+    fn csv_errors_name_the_rows_own_line_past_comments() {
+        let info = || AppInfo { name: "x".into(), ..Default::default() };
+        let p = Some(Path::new("p.csv"));
+        let text = "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n# node-a\n0,1x0,100,5,0\n";
+        let e = parse_csv(text, p, info()).unwrap_err().to_string();
+        assert!(e.contains("line 3"), "{e}");
+        let text = "t_s,gpu_util_pct,gpu_mem_mib,sm_pct,pcie_mbps\n0,10,100,5,0\n# c\n1,10,100,5,0\n2,150,100,5,0\n";
+        let e = parse_csv(text, p, info()).unwrap_err().to_string();
+        assert!(e.contains("line 5") && e.contains("gpu_util_pct"), "{e}");
     }
 
     #[test]

@@ -210,11 +210,11 @@ impl JobSet {
         for rec in rdr.records() {
             let rec = rec.map_err(|e| {
                 ModelError::invalid(
-                    at(e.position().map(|p| crate::error::csv_line(text, p)), None),
+                    at(e.position().map(|p| crate::error::csv_line_past_comments(text, p)), None),
                     format!("malformed CSV: {e}"),
                 )
             })?;
-            let line = rec.position().map(|p| crate::error::csv_line(text, p));
+            let line = rec.position().map(|p| crate::error::csv_line_past_comments(text, p));
             let raw_id = rec.get(id_c).unwrap_or("");
             let id: JobId = raw_id.parse().map_err(|_| {
                 ModelError::invalid(
@@ -383,6 +383,9 @@ mod tests {
             ("id,app,submit_s\r\n0,a,0\r\n1,a,NaN\r\n", "line 3"),
             ("id,app,submit_s\r\n0,a,0\r\n\r\n\r\n1,a,NaN\r\n", "line 5"),
             ("id,app,submit_s\n\n0,a,0\n1,a,NaN\n", "line 4"),
+            // Comment lines count too (the row after one was blamed on the comment's line).
+            ("id,app,submit_s\n# a note\n0,a,0\n# two\n# notes\n1,a,NaN\n", "line 6"),
+            ("id,app,submit_s\r\n0,a,0\r\n# note\r\n\r\n1,a,NaN\r\n", "line 5"),
         ] {
             let e = JobSet::parse_csv(text, p).unwrap_err().to_string();
             assert!(e.contains(&format!("jobs.csv, {line}, field `submit_s`")), "{text:?}: {e}");
