@@ -131,9 +131,17 @@ impl Binder {
             self.hami_lock(&pod, node)?;
         }
         let r = self.place(&pod, &d, node).and_then(|patch| {
+            // On the pod as this bind read it (the resourceVersion a precondition): a retry
+            // made on a stale cache gets 409 instead of rewriting the device annotations of a
+            // pod already bound and running (gpushare's plugin would match it to the next
+            // allocation again).
+            let mut body = patch.to_merge_patch();
+            if !pod.resource_version.is_empty() {
+                body["metadata"]["resourceVersion"] = serde_json::Value::String(pod.resource_version.clone());
+            }
             let r = self
                 .client
-                .merge_patch(&pod_path(&pod.namespace, &pod.name), &patch.to_merge_patch())
+                .merge_patch(&pod_path(&pod.namespace, &pod.name), &body)
                 .map_err(BindError::from)
                 .and_then(|_| self.create_binding(&pod, node));
             let Err(e) = r else { return Ok(()) };

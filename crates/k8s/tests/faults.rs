@@ -238,3 +238,30 @@ fn a_gpushare_pods_unreadable_memory_annotation_counts_its_request() {
     eprintln!("reserved on GPU 0 with a 12 GiB resident: {} MiB; filter keep={:?}", v.slots[0].reserved_mib, out.keep);
     assert!(out.keep.is_empty(), "a 12 GiB pod fits beside a 12 GiB pod on a 16 GiB GPU");
 }
+
+/// A retried bind made on a cache that has not seen the first bind (the pod unbound, its
+/// resourceVersion old) leaves the bound pod's device annotations as they are: the patch
+/// carries the resourceVersion it read and gets 409. It rewrote them, setting gpushare's
+/// `ASSIGNED` back to "false" on a running pod.
+#[test]
+fn a_retried_bind_on_a_stale_cache_leaves_a_bound_pods_annotations() {
+    let api = StandIn::new(None);
+    api.put_node(gpushare_node("n", 2, 32));
+    api.put_pod(gpushare_pod("p", 12));
+    let before_bind = api.pods();
+    let e = engine(StateConfig { refresh_s: 0.0, ..Default::default() });
+    load(&e, &api, &["n"]);
+    let b = Binder::new(e.clone(), client(start(&api, Arc::new(|_, _| Fault::None))));
+    b.bind(&args("p", "n")).unwrap();
+    // The device plugin allocated it.
+    api.update_pod("default", "p", |p| p["metadata"]["annotations"][GPUSHARE_ASSIGNED] = json!("true"));
+    let bound = api.pod("default", "p").unwrap()["metadata"]["annotations"].clone();
+    // Another extender replica, whose cache is from before the first bind.
+    let stale = engine(StateConfig { refresh_s: 0.0, ..Default::default() });
+    stale.cluster.replace_nodes(vec![NodeInfo::from_value(&api.node("n").unwrap(), "node").unwrap()]);
+    stale.cluster.replace_pods(before_bind.iter().map(|p| PodInfo::from_value(p, "pod").unwrap()).collect());
+    let b2 = Binder::new(stale.clone(), client(start(&api, Arc::new(|_, _| Fault::None))));
+    let r = b2.bind(&args("p", "n"));
+    assert!(r.is_err(), "a bound pod was bound again");
+    assert_eq!(api.pod("default", "p").unwrap()["metadata"]["annotations"], bound, "its annotations were rewritten");
+}
