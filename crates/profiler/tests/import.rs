@@ -410,3 +410,19 @@ fn dcgm_counters_at_extreme_timestamps_do_not_overflow() {
         DCGM_FI_PROF_PCIE_TX_BYTES{gpu=\"0\"} 2 9000000000000000000\n";
     assert!(import_str(text, None, ImportFormat::Dcgm, &opts()).is_err());
 }
+
+/// Readings an hour apart in a log of seconds (local times across a summer-time jump) are
+/// held across the gap: the import says so, naming the lines, instead of a silent 3,603 s
+/// job. Evenly spaced readings get no such note.
+#[test]
+fn a_long_silence_in_a_log_is_noted_with_its_lines() {
+    let text = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n\
+        2026/03/29 01:59:58.000, 0, 50 %, 1000 MiB\n\
+        2026/03/29 01:59:59.000, 0, 50 %, 1000 MiB\n\
+        2026/03/29 03:00:00.000, 0, 50 %, 1000 MiB\n\
+        2026/03/29 03:00:01.000, 0, 50 %, 1000 MiB\n";
+    let i = import_str(text, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert!(has_note(&i, "3601 s between lines 3 and 4"), "{:?}", i.notes);
+    let even = import("nvidia_smi_nounits.csv", ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert!(!has_note(&even, "far apart"), "{:?}", even.notes);
+}

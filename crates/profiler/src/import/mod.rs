@@ -275,6 +275,21 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
         .or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6))
         .or(interval_hint)
         .unwrap_or(1.0);
+    // A reading held across a long silence stretches the job by it (a summer-time jump in a
+    // log of local times, a paused exporter): said, with the lines on either side, so the
+    // solo time is not taken on trust.
+    let gaps: Vec<String> = obs
+        .windows(2)
+        .filter(|w| w[1].t_s - w[0].t_s > 10.0 * dt && w[1].t_s - w[0].t_s > 60.0)
+        .map(|w| format!("{:.0} s between lines {} and {}", w[1].t_s - w[0].t_s, w[0].line, w[1].line))
+        .collect();
+    if !gaps.is_empty() {
+        notes.push(format!(
+            "readings far apart, each held across the gap (the job's solo time includes them): {}{}",
+            gaps.iter().take(3).cloned().collect::<Vec<_>>().join("; "),
+            if gaps.len() > 3 { format!(" and {} more", gaps.len() - 3) } else { String::new() }
+        ));
+    }
     let samples = resample(&times, &values, dt).map_err(|e| match e {
         Refused::TooManySamples => ModelError::invalid(
             loc(path, None, Some("--interval-s")),
