@@ -147,9 +147,27 @@ fn import_ls_show_export_and_simulate_from_the_library() {
         lib.join("lammps.csv").to_str().unwrap(),
     ]);
     assert!(t.contains("reset"), "{t}");
+    assert!(t.contains("wrote") && !t.contains("replaced"), "{t}");
     assert!(
         lib.join("resnet.json").exists() && lib.join("resnet-2.json").exists() && lib.join("lammps.meta.json").exists()
     );
+    // The same import again: `-o` replaces the profile, and says so.
+    let again = ok(&[
+        "profile",
+        "import",
+        "--format",
+        "dcgm",
+        dcgm.to_str().unwrap(),
+        "--app",
+        "lammps",
+        "--kind",
+        "hpc",
+        "--pod",
+        "lammps-md-0",
+        "-o",
+        lib.join("lammps.csv").to_str().unwrap(),
+    ]);
+    assert!(again.contains(&format!("replaced {}", lib.join("lammps.csv").display())), "{again}");
 
     let rows: Vec<Value> =
         serde_json::from_str(&ok(&["profile", "ls", "--library", lib_s, "--format", "json"])).unwrap();

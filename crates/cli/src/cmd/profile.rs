@@ -157,7 +157,12 @@ impl OutArgs {
 
     /// Writes (or posts) the profile; returns where it went.
     fn write(&self, p: &AppProfile) -> anyhow::Result<String> {
+        let mut verb = "wrote";
         let to = if let Some(o) = &self.dest.output {
+            // `-o` replaces a profile there (as asked), and says so.
+            if o.exists() {
+                verb = "replaced";
+            }
             write_profile(p, o)?;
             o.display().to_string()
         } else if let Some(d) = &self.dest.store {
@@ -170,7 +175,7 @@ impl OutArgs {
         } else {
             bail!("no destination for the profile");
         };
-        eprintln!("wrote {to}");
+        eprintln!("{verb} {to}");
         Ok(to)
     }
 }
