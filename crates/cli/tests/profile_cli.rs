@@ -131,7 +131,8 @@ fn import_ls_show_export_and_simulate_from_the_library() {
         "--store",
         lib_s,
     ]);
-    let t = ok(&[
+    let lammps_csv = lib.join("lammps.csv");
+    let import_lammps = [
         "profile",
         "import",
         "--format",
@@ -144,30 +145,17 @@ fn import_ls_show_export_and_simulate_from_the_library() {
         "--pod",
         "lammps-md-0",
         "-o",
-        lib.join("lammps.csv").to_str().unwrap(),
-    ]);
+        lammps_csv.to_str().unwrap(),
+    ];
+    let t = ok(&import_lammps);
     assert!(t.contains("reset"), "{t}");
     assert!(t.contains("wrote") && !t.contains("replaced"), "{t}");
     assert!(
         lib.join("resnet.json").exists() && lib.join("resnet-2.json").exists() && lib.join("lammps.meta.json").exists()
     );
     // The same import again: `-o` replaces the profile, and says so.
-    let again = ok(&[
-        "profile",
-        "import",
-        "--format",
-        "dcgm",
-        dcgm.to_str().unwrap(),
-        "--app",
-        "lammps",
-        "--kind",
-        "hpc",
-        "--pod",
-        "lammps-md-0",
-        "-o",
-        lib.join("lammps.csv").to_str().unwrap(),
-    ]);
-    assert!(again.contains(&format!("replaced {}", lib.join("lammps.csv").display())), "{again}");
+    let again = ok(&import_lammps);
+    assert!(again.contains(&format!("replaced {}", lammps_csv.display())), "{again}");
 
     let rows: Vec<Value> =
         serde_json::from_str(&ok(&["profile", "ls", "--library", lib_s, "--format", "json"])).unwrap();
