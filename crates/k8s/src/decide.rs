@@ -216,14 +216,16 @@ impl Engine {
         }
         // The others on the slot: the pod itself is left out where it is still counted (a
         // failed bind's annotations stayed; it blocked its own retry).
-        let others: Vec<&crate::state::Resident> = slot.residents.iter().filter(|r| r.uid != d.uid).collect();
-        let (reserved_mib, cores_used) = if others.len() == slot.residents.len() {
-            (slot.reserved_mib, slot.cores_used)
-        } else {
-            (others.iter().map(|r| r.reserved_mib).sum(), others.iter().map(|r| r.cores).sum())
-        };
-        if others.len() as u64 >= u64::from(dev.max_pods) {
-            let why = format!("GPU {} already shared by {} pods (its limit)", dev.index, others.len());
+        // No list is built: this runs for every slot of every node a request names.
+        let own = |r: &&crate::state::Resident| r.uid == d.uid;
+        let others = slot.residents.len() - slot.residents.iter().filter(own).count();
+        let (reserved_mib, cores_used) = slot
+            .residents
+            .iter()
+            .filter(own)
+            .fold((slot.reserved_mib, slot.cores_used), |(m, c), r| (m - r.reserved_mib, c - r.cores));
+        if others as u64 >= u64::from(dev.max_pods) {
+            let why = format!("GPU {} already shared by {others} pods (its limit)", dev.index);
             return Err(if dev.max_pods == 0 { Unfit::never(why) } else { Unfit::full(why) });
         }
         let need = self.need_mib(d, dev.spec.memory_mib);
@@ -244,11 +246,11 @@ impl Engine {
         }
         // HAMi's Fit: `gpucores: 100` asks for the card alone, so never on a card in use; a
         // `gpucores: 0` pod never goes on a card whose compute is all taken.
-        if hami && dev.cores == 100.0 && cores >= 100.0 && !others.is_empty() {
+        if hami && dev.cores == 100.0 && cores >= 100.0 && others > 0 {
             return Err(Unfit::full(format!(
                 "GPU {} is in use by {} pods; the pod asks for it alone (`{}: 100`)",
                 dev.index,
-                others.len(),
+                others,
                 devices::HAMI_CORES
             )));
         }
@@ -261,7 +263,7 @@ impl Engine {
             )));
         }
         if let Some(app) = &d.app {
-            for r in &others {
+            for r in slot.residents.iter().filter(|r| !own(r)) {
                 let Some(other) = &r.app else { continue };
                 let theirs = self.cluster.profiles.avoid_of(other);
                 if d.job.avoid_apps.contains(other) || theirs.contains(app) {
