@@ -202,22 +202,19 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         };
         let value = |k: usize, field: &str, limit: Limit| {
             let (number, unit) = split_unit(fields[k]);
-            if let (Some(unit), Some(Some(header))) = (unit, c.units.get(k)) {
-                if unit != header {
-                    let msg =
-                        format!("`{}` is in {unit}, but the header gives this field in [{header}]", fields[k].trim());
-                    return Err(invalid(path, line, Some(field), msg));
-                }
-            }
-            // Without a header's unit the field's own is known: a `--columns` list in another
-            // order than the query's put `30 %` into memory.used and swapped the two.
+            // Each field read here has nvidia-smi's one unit (a header giving another is refused
+            // at the header): a value in another sits in the wrong column. Without a header, a
+            // `--columns` list in another order than the query's (`30 %` read as memory.used
+            // swapped the two).
             let own = UNITS.iter().find(|(n, _)| *n == field).map(|(_, u)| *u);
-            if let (Some(unit), Some(own), None | Some(None)) = (unit, own, c.units.get(k)) {
+            if let (Some(unit), Some(own)) = (unit, own) {
                 if unit != own {
-                    let msg = format!(
-                        "`{}` is in {unit}, but {field} is in {own}: is the --columns list in the order of --query-gpu?",
-                        fields[k].trim()
-                    );
+                    let value = fields[k].trim();
+                    let msg = if c.units.get(k).is_some_and(Option::is_some) {
+                        format!("`{value}` is in {unit}, but the header gives this field in [{own}]")
+                    } else {
+                        format!("`{value}` is in {unit}, but {field} is in {own}: is the --columns list in the order of --query-gpu?")
+                    };
                     return Err(invalid(path, line, Some(field), msg));
                 }
             }
