@@ -241,25 +241,43 @@ fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| !t.contains(") Z "))
 }
 
+/// A server on a fresh data dir for test `name`, with a profile of `app`, and a folder for
+/// its jobs' pids.
+struct Watched {
+    dir: PathBuf,
+    data: PathBuf,
+    port: u16,
+    server: Server,
+    pids: PathBuf,
+}
+
+fn watched(name: &str, app: &str) -> Watched {
+    let dir = test_dir(name);
+    let data = dir.join("data");
+    let port = free_port();
+    let server = serve(&data, port, "tetris");
+    post(&format!("{}/v1/profiles", server.url), profile(app, 1000.0, 10.0));
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    Watched { dir, data, port, server, pids }
+}
+
+/// Submits `script` (run by `sh -c`) as a job of `app`; its id.
+fn submit_script(url: &str, app: &str, script: &str) -> u64 {
+    post(&format!("{url}/v1/jobs"), json!({ "app": app, "command": ["sh", "-c", script] }))["id"].as_u64().unwrap()
+}
+
 /// When a job's supervisor dies (SIGKILL, the OOM killer), the job is re-run, and the first
 /// attempt's process is ended: it must not run beside its re-run. A job's background children
 /// end with the job.
 #[test]
 fn a_lost_attempt_never_runs_beside_its_rerun_and_leftovers_end_with_the_job() {
-    let dir = test_dir("lost");
-    let data = dir.join("data");
-    let server = serve(&data, free_port(), "tetris");
+    let Watched { server, pids, .. } = watched("lost", "lonely");
     let url = server.url.clone();
-    post(&format!("{url}/v1/profiles"), profile("lonely", 1000.0, 10.0));
-    let pids = dir.join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
     let script = format!("echo $$ > {}/attempt-$DQNGPU_ATTEMPT; exec sleep 60", pids.display());
-    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "lonely", "command": ["sh", "-c", script] }));
-    let id = job["id"].as_u64().unwrap();
-    let first = wait_pid(&pids.join("attempt-1")).expect("attempt 1 never started");
+    let id = submit_script(&url, "lonely", &script);
     // Its supervisor is its parent: kill it as the OOM killer would.
-    let stat = std::fs::read_to_string(format!("/proc/{first}/stat")).unwrap();
-    let shim: i32 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(1).unwrap().parse().unwrap();
+    let (first, shim) = supervisor_of(&pids.join("attempt-1"));
     Command::new("kill").args(["-9", &shim.to_string()]).status().unwrap();
     let second = wait_pid(&pids.join("attempt-2")).expect("the job was not re-run");
     let gone = (0..250).any(|_| {
@@ -294,18 +312,11 @@ fn supervisor_of(pid_file: &Path) -> (u32, i32) {
 /// waited for before the job runs again, so its two attempts never run at once.
 #[test]
 fn after_a_crash_a_lost_attempt_that_ignores_sigterm_ends_before_its_rerun() {
-    let dir = test_dir("lost-restart");
-    let data = dir.join("data");
-    let port = free_port();
-    let mut server = serve(&data, port, "tetris");
+    let Watched { data, port, mut server, pids, .. } = watched("lost-restart", "stubborn");
     let url = server.url.clone();
-    post(&format!("{url}/v1/profiles"), profile("stubborn", 1000.0, 10.0));
-    let pids = dir.join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
     let script =
         format!("trap '' TERM; echo $$ > {}/attempt-$DQNGPU_ATTEMPT; while :; do sleep 0.05; done", pids.display());
-    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "stubborn", "command": ["sh", "-c", script] }));
-    let id = job["id"].as_u64().unwrap();
+    let id = submit_script(&url, "stubborn", &script);
     let (first, shim) = supervisor_of(&pids.join("attempt-1"));
     server.child.kill().unwrap();
     server.child.wait().unwrap();
@@ -324,18 +335,11 @@ fn after_a_crash_a_lost_attempt_that_ignores_sigterm_ends_before_its_rerun() {
 /// to its end.
 #[test]
 fn a_cancel_accepted_before_a_crash_still_stops_the_job() {
-    let dir = test_dir("cancel-crash");
-    let data = dir.join("data");
-    let port = free_port();
-    let mut server = serve(&data, port, "tetris");
+    let Watched { dir, data, port, mut server, pids } = watched("cancel-crash", "slow");
     let url = server.url.clone();
-    post(&format!("{url}/v1/profiles"), profile("slow", 1000.0, 10.0));
-    let pids = dir.join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
     let done = dir.join("ran-to-the-end");
     let script = format!("trap '' TERM; echo $$ > {}/job; sleep 6; touch {}", pids.display(), done.display());
-    let job = post(&format!("{url}/v1/jobs"), json!({ "app": "slow", "command": ["sh", "-c", script] }));
-    let id = job["id"].as_u64().unwrap();
+    let id = submit_script(&url, "slow", &script);
     let (pid, _) = supervisor_of(&pids.join("job"));
     let r = ureq::delete(&format!("{url}/v1/jobs/{id}")).call().unwrap();
     assert_eq!(r.status(), 202);
