@@ -657,7 +657,7 @@ fn forward_exit(tx: mpsc::UnboundedSender<LoopMsg>, job: JobId, attempt: u32, w:
     });
 }
 
-/// How an attempt ended and what the job does next.
+/// How an attempt ended and what the job does next (but for a cancel: see the store).
 fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries: u32) -> AttemptEnd {
     let retry_or_fail = |failures: u32| if failures <= max_retries { JobState::Queued } else { JobState::Failed };
     let base = AttemptEnd {
@@ -669,9 +669,8 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries:
         count_failure: false,
         avoid: Vec::new(),
     };
-    if rec.cancel_requested {
-        return AttemptEnd { state: AttemptState::Cancelled, job_state: JobState::Cancelled, ..base };
-    }
+    // A cancel is not decided here: `Store::finish_attempt` reads it in the transaction that
+    // records the end, so one that lands after `rec` was read wins too.
     if exit.success() {
         return AttemptEnd { state: AttemptState::Succeeded, job_state: JobState::Succeeded, ..base };
     }
