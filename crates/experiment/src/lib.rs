@@ -108,7 +108,10 @@ pub(crate) fn policy_for<'a>(
     budget: Option<f64>,
     setup: &runner::Setup,
 ) -> Result<Box<dyn Policy + 'a>, ExperimentError> {
-    let caller = dqngpu_rl::scorer::Caller { max_slowdown: budget, model: setup.interference.clone() };
+    let caller = dqngpu_rl::scorer::Caller {
+        max_slowdown: budget,
+        ..dqngpu_rl::scorer::Caller::for_config(&setup.sim, setup.interference.clone())
+    };
     if name == dqngpu_rl::scheduler::PLAN {
         let Some(base) = trained_scorer(trained) else {
             return Err(ExperimentError::Run { what: name.into(), message: "no dqngpu scorer to search over".into() });

@@ -43,24 +43,32 @@ fn the_plan_improves_on_the_scorer_it_searches_over() {
     assert!(plan_mk <= base_mk, "makespan: plan {plan_mk}, the scorer {base_mk}");
 }
 
-/// The futures are played out under the caller's budget, so the plan proposes only groups the
-/// budget admits: nothing is refused, no job is slowed past it, every run finishes.
+/// The futures are played out under the caller's budget (at its step), so the plan proposes
+/// only groups the budget admits: nothing is refused, no job is slowed past it, every run
+/// finishes.
 #[test]
 fn a_plan_under_a_budget_keeps_it_and_every_run_finishes() {
     let lib = dqngpu_model::library::resolve("thesis").unwrap();
-    let config = SimConfig { max_slowdown: Some(0.10), ..SimConfig::default() };
-    for (gpus, arrivals) in [("titanxp:1", Arrivals::AllAtZero), ("titanxp:2", Arrivals::Poisson { rate_per_s: 0.05 })]
-    {
+    for (gpus, arrivals, step_s) in [
+        ("titanxp:1", Arrivals::AllAtZero, 1.0),
+        ("titanxp:1", Arrivals::AllAtZero, 2.0),
+        ("titanxp:2", Arrivals::Poisson { rate_per_s: 0.05 }, 1.0),
+    ] {
+        let config = SimConfig { max_slowdown: Some(0.10), step_s, ..SimConfig::default() };
         let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
         for class in [WorkloadClass::GpuLight, WorkloadClass::Random] {
             let set = dqngpu_sim::draw(&lib, class, 10, 1000, arrivals).unwrap();
-            let base = ScorerPolicy::untrained(&[32, 16], 1).unwrap().with_caller(Caller::with_budget(Some(0.10)));
+            let caller = Caller::for_config(&config, contention());
+            let base = ScorerPolicy::untrained(&[32, 16], 1).unwrap().with_caller(caller);
             let plan = PlanPolicy::new(base, PlanConfig::default());
             let r = dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), config.clone()).unwrap();
-            assert!(r.completed, "{gpus} {class:?}");
-            assert_eq!(r.budget_refusals, 0, "{gpus} {class:?}: the plan proposed a group the budget refuses");
+            assert!(r.completed, "{gpus} {class:?} step {step_s}");
+            assert_eq!(
+                r.budget_refusals, 0,
+                "{gpus} {class:?} step {step_s}: the plan proposed a group the budget refuses"
+            );
             for j in &r.jobs {
-                assert!(j.exec_slowdown.unwrap() <= 1.10 + 1e-9, "{gpus} {class:?}: {j:?}");
+                assert!(j.exec_slowdown.unwrap() <= 1.10 + 1e-9, "{gpus} {class:?} step {step_s}: {j:?}");
             }
         }
     }

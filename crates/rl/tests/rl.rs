@@ -516,7 +516,9 @@ fn a_heuristic_resolved_for_a_caller_predicts_with_its_model() {
     let model: Arc<dyn dqngpu_interference::Interference> =
         Arc::from(dqngpu_interference::by_name("contention-h100").unwrap());
     let name: dqngpu_rl::SchedulerName = "greedy".parse().unwrap();
-    let told = name.resolve_within(None, 0, &Caller { max_slowdown: None, model: model.clone() }).unwrap();
+    let told = name
+        .resolve_within(None, 0, &Caller { max_slowdown: None, model: model.clone(), ..Caller::default() })
+        .unwrap();
     let untold = name.resolve(None, 0).unwrap();
     let makespan = |p: &dyn dqngpu_model::Policy| {
         dqngpu_sim::run(p, &cluster, &lib, &set, model.clone(), Default::default()).unwrap().makespan_s

@@ -376,8 +376,11 @@ fn the_scorer_predicts_with_the_callers_interference_model() {
             for budget in [None, Some(0.10)] {
                 let config = dqngpu_sim::SimConfig { max_slowdown: budget, ..Default::default() };
                 for (model, sums) in [(Some(h100.clone()), &mut told), (None, &mut untold)] {
-                    let caller =
-                        Caller { max_slowdown: budget, model: model.unwrap_or_else(|| Caller::default().model) };
+                    let caller = Caller {
+                        max_slowdown: budget,
+                        model: model.unwrap_or_else(|| Caller::default().model),
+                        ..Caller::default()
+                    };
                     let p = ScorerPolicyNeverHolds { greedy: Greedy::default(), caller };
                     let r = dqngpu_sim::run(&p, &cluster, &lib, &set, h100.clone(), config.clone()).unwrap();
                     sums.0 += r.oom_kills;
@@ -388,6 +391,41 @@ fn the_scorer_predicts_with_the_callers_interference_model() {
     }
     assert_eq!(told, (0, 0), "told the model: OOM kills, budget refusals");
     assert!(untold.0 > 0 && untold.1 > 0, "predicting with the default model: {untold:?}");
+}
+
+/// The budget's safety margin is half the caller's step, so a rule or the scorer told a budget
+/// predicts at the step the caller simulates with: at steps other than the default 1 s, too,
+/// they propose only groups the simulator admits (before, they predicted at 1 s, and at 1.5 s
+/// sjf-bestfit had 23 groups refused on one thesis set, with 9 liveness starts).
+#[test]
+fn told_a_budget_the_rules_and_the_scorer_predict_at_the_callers_step() {
+    use dqngpu_rl::scorer::Caller;
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let model: Arc<dyn dqngpu_interference::Interference> = Arc::new(dqngpu_interference::Contention::default());
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    for step_s in [1.5, 2.0] {
+        let config = dqngpu_sim::SimConfig { max_slowdown: Some(0.10), step_s, ..Default::default() };
+        let caller = Caller::for_config(&config, model.clone());
+        for class in [dqngpu_model::WorkloadClass::MemLight, dqngpu_model::WorkloadClass::GpuLight] {
+            let set = dqngpu_sim::draw(&lib, class, 30, 1000, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+            let mut policies: Vec<Box<dyn dqngpu_model::Policy>> =
+                ["sjf-bestfit", "bestfit", "greedy", "lucid", "tetris"]
+                    .into_iter()
+                    .map(|n| dqngpu_policy::by_name_within(n, 0, Some(model.clone()), caller.admission()).unwrap())
+                    .collect();
+            policies.push(Box::new(ScorerPolicyNeverHolds { greedy: Greedy::default(), caller: caller.clone() }));
+            for p in &policies {
+                let run_config = config.clone().for_policy(p.as_ref());
+                let r = dqngpu_sim::run(p.as_ref(), &cluster, &lib, &set, model.clone(), run_config).unwrap();
+                assert_eq!(
+                    (r.budget_refusals, r.liveness_starts),
+                    (0, 0),
+                    "{} at step {step_s} s on {class:?}: groups refused, liveness starts",
+                    p.name()
+                );
+            }
+        }
+    }
 }
 
 /// Takes the last row of a budgeted round at every choice (never hold).

@@ -84,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let set = draw(&lib, class, args.n_jobs, args.seed, Arrivals::AllAtZero)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let mut rows = Vec::new();
-    let caller = dqngpu_rl::scorer::Caller { max_slowdown: None, model: interference.clone() };
+    let caller = dqngpu_rl::scorer::Caller::for_config(&SimConfig::default(), interference.clone());
     if let Some(agent) = args.schedulers.iter().find(|n| n.is_agent()) {
         anyhow::bail!(
             "--schedulers {agent}: bench times the heuristics and takes no model; time an agent's decisions with `cargo run --release -p dqngpu-rl --example decision_latency -- MODEL`"

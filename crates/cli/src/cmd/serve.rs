@@ -224,7 +224,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dqngpu_interference::by_name(&name)
             .with_context(|| origin("--interference", "interference", interference_by_flag))?,
     );
-    let caller = dqngpu_rl::scorer::Caller { max_slowdown, model: budget_model.clone() };
+    let caller = dqngpu_rl::scorer::Caller {
+        max_slowdown,
+        ..dqngpu_rl::scorer::Caller::for_config(&Default::default(), budget_model.clone())
+    };
     let plan = super::PlanArgs {
         plan_rows: args.plan.plan_rows.or(file.plan_rows),
         plan_guard: args.plan.plan_guard.or(file.plan_guard),

@@ -249,7 +249,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
     let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
-    let caller = Caller { max_slowdown, model: interference.clone() };
+    let config = SimConfig {
+        step_s: args.step_s,
+        decision_tick_s: args.decision_tick_s,
+        tick_trigger: args.tick_trigger.into(),
+        record_events: args.events.is_some(),
+        max_slowdown,
+        ..SimConfig::default()
+    };
+    // The agents' and the rules' budget predictions step as this run does.
+    let caller = Caller::for_config(&config, interference.clone());
     let plan = args.plan.config()?;
     if let (SchedulerChoice::All, Some(m)) = (args.scheduler, &args.model) {
         anyhow::bail!(
@@ -264,14 +273,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .into_iter()
         .map(|n| resolve_scheduler(n, args.model.as_deref(), args.seed, &caller, plan))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let config = SimConfig {
-        step_s: args.step_s,
-        decision_tick_s: args.decision_tick_s,
-        tick_trigger: args.tick_trigger.into(),
-        record_events: args.events.is_some(),
-        max_slowdown,
-        ..SimConfig::default()
-    };
     let settings = Settings {
         seed_flag: args.seed,
         jobs_file: args.jobs.as_ref().map(|p| p.display().to_string()),

@@ -50,9 +50,6 @@ pub const NAMES: [&str; FEATURES] = [
     "peak_fits",
 ];
 
-/// Step of the time-aligned memory prediction, s (the simulator's default step).
-const PREDICT_STEP_S: f64 = 1.0;
-
 /// The time-aligned memory rule must also hold with the residents this many seconds ahead and
 /// behind: the simulator cuts steps at arrivals and finishes elsewhere, so phases drift by a
 /// sample against the prediction, and an exact fit overflowed the card once (OOM kill seen
@@ -93,6 +90,8 @@ pub struct Round<'v> {
     budget: Option<f64>,
     /// The caller's interference model, which the memory and budget predictions step with.
     model: Arc<dyn Interference>,
+    /// The caller's step, s, which they step at (the budget's margin is half a step).
+    step_s: f64,
     /// (job index, GPU) of each row of the last [`Round::rows`]; `None` is hold.
     pairs: Vec<Option<(usize, usize)>>,
     /// For an argmax caller ([`Round::for_argmax`]): idle twins merged, time-aligned checks
@@ -129,6 +128,7 @@ impl<'v> Round<'v> {
             gains: HashMap::new(),
             aligned: HashMap::new(),
             model: caller.model.clone(),
+            step_s: caller.step_s,
             budget: caller.max_slowdown,
             pairs: Vec::new(),
             for_argmax: false,
@@ -390,10 +390,10 @@ impl<'v> Round<'v> {
             jobs.push(BudgetJob::starting(q));
         }
         let mut fits = if max_slowdown.is_finite() {
-            let slack = BUDGET_MARGIN_STEPS * PREDICT_STEP_S;
-            budget::predict(&gpu.spec, &*self.model, &jobs, max_slowdown, slack, PREDICT_STEP_S).admitted
+            let slack = BUDGET_MARGIN_STEPS * self.step_s;
+            budget::predict(&gpu.spec, &*self.model, &jobs, max_slowdown, slack, self.step_s).admitted
         } else {
-            budget::memory_fits(&gpu.spec, &*self.model, &jobs, PREDICT_STEP_S)
+            budget::memory_fits(&gpu.spec, &*self.model, &jobs, self.step_s)
         };
         if fits && !peak_fits {
             let residents = gpu.running.len();
@@ -402,7 +402,7 @@ impl<'v> Round<'v> {
                 for j in &mut drifted[..residents] {
                     j.progress_s = (j.progress_s + shift).max(0.0);
                 }
-                fits &= budget::memory_fits(&gpu.spec, &*self.model, &drifted, PREDICT_STEP_S);
+                fits &= budget::memory_fits(&gpu.spec, &*self.model, &drifted, self.step_s);
             }
         }
         self.aligned.insert(key, fits);

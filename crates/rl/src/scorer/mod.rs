@@ -31,18 +31,50 @@ pub use features::{Round, FEATURES};
 /// time-aligned memory fit and the budget's prediction step with that model, so a group the
 /// scorer starts neither overflows the card nor is refused by the caller for a model it did
 /// not know. The features keep the greedy rule's own model (the one the scorer trained on).
+/// The caller's step and decision cadence matter too: the budget's safety margin is half a
+/// step, and `dqngpu-plan` plays its futures at the cadence it is asked at.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// Slowdown budget, a fraction; `None`: no budget.
     pub max_slowdown: Option<f64>,
     /// The caller's interference model.
     pub model: Arc<dyn Interference>,
+    /// The caller's simulation step, s (the service, which does not step, keeps the
+    /// simulator's default).
+    pub step_s: f64,
+    /// The caller's decision tick, s.
+    pub decision_tick_s: f64,
+    /// What makes the caller's tick ask.
+    pub tick_trigger: dqngpu_sim::TickTrigger,
 }
 
 impl Caller {
     /// A caller with budget `max_slowdown` and the default contention model.
     pub fn with_budget(max_slowdown: Option<f64>) -> Self {
         Caller { max_slowdown, ..Caller::default() }
+    }
+
+    /// A caller that simulates with `config` (its budget, step and cadence) and `model`.
+    pub fn for_config(config: &dqngpu_sim::SimConfig, model: Arc<dyn Interference>) -> Self {
+        Caller {
+            max_slowdown: config.max_slowdown,
+            model,
+            step_s: config.step_s,
+            decision_tick_s: config.decision_tick_s,
+            tick_trigger: config.tick_trigger,
+        }
+    }
+
+    /// The simulator settings this caller steps with (its budget, step and cadence; no
+    /// recording).
+    pub fn sim_config(&self) -> dqngpu_sim::SimConfig {
+        dqngpu_sim::SimConfig {
+            max_slowdown: self.max_slowdown,
+            step_s: self.step_s,
+            decision_tick_s: self.decision_tick_s,
+            tick_trigger: self.tick_trigger,
+            ..dqngpu_sim::SimConfig::default()
+        }
     }
 
     /// True under a budget: what the budget admits changes as the residents progress (a short
@@ -54,14 +86,13 @@ impl Caller {
     }
 
     /// The budget as the rules see it (`dqngpu_policy::by_name_within`): what the simulator
-    /// and the service would admit, predicted with this caller's model at the simulator's
-    /// step. `None` without a budget.
+    /// and the service would admit, predicted with this caller's model at its step. `None` without a budget.
     pub fn admission(&self) -> Option<Arc<dyn dqngpu_model::Admission>> {
         self.max_slowdown.map(|b| {
             Arc::new(dqngpu_sim::budget::Budget {
                 model: Arc::clone(&self.model),
                 max_slowdown: b,
-                step_s: dqngpu_sim::SimConfig::default().step_s,
+                step_s: self.step_s,
             }) as Arc<dyn dqngpu_model::Admission>
         })
     }
@@ -70,7 +101,7 @@ impl Caller {
 impl Default for Caller {
     /// No budget, the default contention model (`simulate`'s default).
     fn default() -> Self {
-        Caller { max_slowdown: None, model: Arc::new(Contention::default()) }
+        Caller::for_config(&dqngpu_sim::SimConfig::default(), Arc::new(Contention::default()))
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dqngpu_model::{ClusterView, JobId, Placement, Policy};
-use dqngpu_sim::{SimConfig, SimResult, Simulator};
+use dqngpu_sim::{SimResult, Simulator};
 use rayon::prelude::*;
 
 use super::{best_row, decide_within_until, train, Caller, ScorerPolicy};
@@ -331,7 +331,7 @@ impl Policy for PlanPolicy {
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
         let caller = self.caller();
         // Its futures are played at the cadence it is asked at, so that it can carry them out.
-        let config = SimConfig { max_slowdown: caller.max_slowdown, ..SimConfig::default() }.for_policy(self);
+        let config = caller.sim_config().for_policy(self);
         // A view the simulator cannot hold (none in practice) falls back to the scorer alone.
         let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
@@ -457,6 +457,7 @@ impl Policy for PlanPolicy {
 mod tests {
     use super::*;
     use dqngpu_model::{ClusterSpec, WorkloadClass};
+    use dqngpu_sim::SimConfig;
 
     /// Futures with these (mean JCT, makespan), rows 0, 1, ... (a real result, reshaped).
     fn futures(ends: &[(f64, f64)]) -> Vec<Future> {

@@ -48,7 +48,7 @@ pub(super) fn caller_of(task: &ScorerTask, ep: &Episode) -> Caller {
 
 /// The task's own caller (its budget and model), which the trained policy is handed.
 pub(super) fn task_caller(task: &ScorerTask) -> Caller {
-    Caller { max_slowdown: task.config.max_slowdown, model: task.interference.clone() }
+    Caller::for_config(&task.config, task.interference.clone())
 }
 
 /// The simulator settings of an episode.
