@@ -321,6 +321,37 @@ fn growing_job_is_killed_requeued_and_avoids_its_neighbour() {
     }
 }
 
+/// The same case with library keys that differ from the profiles' app names (a directory
+/// library keys two profiles of one app by their file stems): the avoid list holds the app
+/// names the view shows, so b waits for a after one kill. Before, it held the keys, which no
+/// policy could match: b was put back beside a and killed three times.
+#[test]
+fn a_killed_job_avoids_its_neighbour_by_app_name_whatever_the_library_key() {
+    let mut b = vec![Resources::new(30.0, 2048.0, 30.0, 0.0); 5];
+    b.extend(vec![Resources::new(30.0, 6144.0, 30.0, 0.0); 5]);
+    let mut apps = BTreeMap::new();
+    apps.insert("a-file".to_string(), steady("a", 20, 30.0, 8000.0));
+    apps.insert("b-file".to_string(), profile("b", b));
+    let lib = AppLibrary::with_derived_classes("dir".into(), apps, Some(gpu::lookup("titanxp").unwrap()));
+    let set = jobs(&[("a-file", 0.0), ("b-file", 0.0)]);
+    let r = simulate(&PackAll, &lib, &set, 1, Arc::new(NoInterference)).unwrap();
+    assert_eq!((r.oom_kills, r.jobs[1].restarts), (1, 1));
+    assert!(close(r.jobs[1].finish_s.unwrap(), 30.0), "{:?}", r.jobs[1]);
+}
+
+/// A budget that is not a finite fraction >= 0 is refused, named (NaN admitted every group, a
+/// negative one none that shares).
+#[test]
+fn a_nan_or_negative_budget_is_refused() {
+    let lib = library(vec![steady("a", 20, 90.0, 1000.0)]);
+    let set = jobs(&[("a", 0.0), ("a", 0.0)]);
+    for b in [f64::NAN, -1.0, f64::INFINITY] {
+        let config = SimConfig { max_slowdown: Some(b), ..SimConfig::default() };
+        let e = run(&PackAll, &titanxp(1), &lib, &set, Arc::new(NoInterference), config).unwrap_err().to_string();
+        assert!(e.contains("max_slowdown") && e.contains(&b.to_string()), "{e}");
+    }
+}
+
 #[test]
 fn placement_that_overflows_kills_the_newest_at_once() {
     let lib = library(vec![steady("a", 10, 30.0, 7000.0), steady("b", 10, 30.0, 7000.0)]);

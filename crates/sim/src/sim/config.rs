@@ -88,8 +88,8 @@ pub fn skipped_samples(step_s: f64, intervals: impl IntoIterator<Item = f64>) ->
     })
 }
 
-/// Refuses a step shorter than [`MIN_STEP_S`] or a decision tick that is not a positive
-/// number of seconds.
+/// Refuses a step shorter than [`MIN_STEP_S`], a decision tick that is not a positive number
+/// of seconds, or a budget that is not a finite fraction >= 0.
 pub(super) fn check_config(config: &SimConfig) -> Result<(), SimError> {
     // Below a millisecond a run of hours takes billions of steps: it would seem to hang.
     if !(config.step_s.is_finite() && config.step_s >= MIN_STEP_S) {
@@ -103,6 +103,14 @@ pub(super) fn check_config(config: &SimConfig) -> Result<(), SimError> {
             "decision_tick_s must be a positive number of seconds, got {}",
             config.decision_tick_s
         )));
+    }
+    // A NaN budget would admit everything, a negative one nothing shared: neither is a budget.
+    if let Some(b) = config.max_slowdown {
+        if !(b.is_finite() && b >= 0.0) {
+            return Err(SimError::Config(format!(
+                "max_slowdown must be a fraction >= 0 (0.10: 10% slower than alone at most), got {b}"
+            )));
+        }
     }
     Ok(())
 }

@@ -43,7 +43,10 @@ impl Simulator {
         self.gpus[g].running.remove(k);
         self.books[g].mem_dirty = true;
         self.books[g].rates_valid = false;
-        let neighbours: Vec<String> = self.books[g].slots.iter().map(|&o| self.jobs[o].app.clone()).collect();
+        // By the profiles' app names, as the view shows residents and the policies compare
+        // them (a directory library may key two profiles of one app by their file stems).
+        let neighbours: Vec<String> =
+            self.books[g].slots.iter().map(|&o| self.jobs[o].profile.app.name.clone()).collect();
         let js = &mut self.jobs[j];
         js.restarts += 1;
         js.gpu = None;
