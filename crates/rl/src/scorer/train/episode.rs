@@ -36,7 +36,7 @@ impl Episode {
 }
 
 /// The budget an episode runs under: its own, else the task's.
-fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
+pub(super) fn budget_of(task: &ScorerTask, ep: &Episode) -> Option<f64> {
     ep.max_slowdown.or(task.config.max_slowdown)
 }
 

@@ -4,7 +4,7 @@
 use dqngpu_model::Policy;
 use dqngpu_sim::SimResult;
 
-use super::episode::{par_episodes, run, Episode, ScorerTask};
+use super::episode::{budget_of, par_episodes, run, task_caller, Episode, ScorerTask};
 use super::recipe::ScorerRecipe;
 use crate::error::RlError;
 use crate::reinforce::Objective;
@@ -66,9 +66,71 @@ pub(super) fn cost(objective: Objective, ep: &Episode, r: &SimResult) -> f64 {
     }
 }
 
+/// The recipe's rules, in its order.
+type RuleSet = Vec<Box<dyn Policy>>;
+
+/// The recipe's rules, each resolved once for every budget the task's episodes run under and
+/// told it (`dqngpu_policy::by_name_within`), as the experiment tells them: a rule left
+/// untold would propose groups the episode's budget refuses, and be both a weaker teacher
+/// and a laxer reference than the rule the scorer is measured against. `greedy` predicts
+/// with the task's interference model.
+pub(super) struct Rules {
+    names: Vec<String>,
+    /// (a budget, the rules told it), one per budget of the task's episodes.
+    sets: Vec<(Option<f64>, RuleSet)>,
+}
+
+impl Rules {
+    /// `recipe`'s rules for `task` (`seed`: the rules' own tie-breaking draws).
+    pub(super) fn new(task: &ScorerTask, recipe: &ScorerRecipe, seed: u64) -> Result<Self, RlError> {
+        let mut sets: Vec<(Option<f64>, RuleSet)> = Vec::new();
+        for ep in task.train.iter().chain(&task.validation) {
+            let budget = budget_of(task, ep);
+            if sets.iter().any(|(b, _)| same_budget(*b, budget)) {
+                continue;
+            }
+            let caller = crate::scorer::Caller { max_slowdown: budget, ..task_caller(task) };
+            let (model, admission) = (Some(caller.model.clone()), caller.admission());
+            let rules = recipe
+                .experts
+                .iter()
+                .map(|name| Ok(dqngpu_policy::by_name_within(name, seed, model.clone(), admission.clone())?))
+                .collect::<Result<Vec<_>, RlError>>()?;
+            sets.push((budget, rules));
+        }
+        Ok(Rules { names: recipe.experts.clone(), sets })
+    }
+
+    /// The number of rules.
+    pub(super) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True with no rule.
+    pub(super) fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// Rule `i`'s name.
+    pub(super) fn name(&self, i: usize) -> &str {
+        &self.names[i]
+    }
+
+    /// The rules told `ep`'s budget.
+    pub(super) fn for_episode(&self, task: &ScorerTask, ep: &Episode) -> &[Box<dyn Policy>] {
+        let budget = budget_of(task, ep);
+        self.sets.iter().find(|(b, _)| same_budget(*b, budget)).map_or(&[], |(_, r)| r.as_slice())
+    }
+}
+
+/// Two budgets are the same one (bit for bit: they come from the same settings).
+fn same_budget(a: Option<f64>, b: Option<f64>) -> bool {
+    a.map(f64::to_bits) == b.map(f64::to_bits)
+}
+
 /// The makespan guard's weight, where it is on: under the JCT objective, with a positive
 /// weight and rules to measure against.
-pub(super) fn guard_weight(objective: Objective, recipe: &ScorerRecipe, rules: &[Box<dyn Policy>]) -> Option<f64> {
+pub(super) fn guard_weight(objective: Objective, recipe: &ScorerRecipe, rules: &Rules) -> Option<f64> {
     (objective == Objective::Jct && recipe.makespan_guard > 0.0 && !rules.is_empty()).then_some(recipe.makespan_guard)
 }
 
@@ -84,13 +146,16 @@ pub(super) fn guarded(eps: &[Episode], runs: &[Vec<SimResult>], weight: Option<f
         .collect()
 }
 
-/// Every rule's finished run on each of `eps` (rule-major).
-pub(super) fn rule_runs(
-    task: &ScorerTask,
-    eps: &[Episode],
-    rules: &[Box<dyn Policy>],
-) -> Result<Vec<Vec<SimResult>>, RlError> {
-    rules.iter().map(|rule| par_episodes(eps, |_, ep| run(task, ep, &mut |v| rule.decide(v)))).collect()
+/// Every rule's finished run on each of `eps` (rule-major), each told the episode's budget.
+pub(super) fn rule_runs(task: &ScorerTask, eps: &[Episode], rules: &Rules) -> Result<Vec<Vec<SimResult>>, RlError> {
+    (0..rules.len())
+        .map(|i| {
+            par_episodes(eps, |_, ep| {
+                let rule = &rules.for_episode(task, ep)[i];
+                run(task, ep, &mut |v| rule.decide(v))
+            })
+        })
+        .collect()
 }
 
 /// `eps` with the recipe's makespan guard on each, and every rule's objective on them
@@ -101,7 +166,7 @@ pub(super) fn guarded_rule_costs(
     eps: &[Episode],
     objective: Objective,
     recipe: &ScorerRecipe,
-    rules: &[Box<dyn Policy>],
+    rules: &Rules,
 ) -> Result<(Vec<Episode>, Vec<Vec<f64>>), RlError> {
     let runs = rule_runs(task, eps, rules)?;
     let eps = guarded(eps, &runs, guard_weight(objective, recipe, rules));

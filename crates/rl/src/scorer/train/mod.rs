@@ -55,28 +55,28 @@ use super::{Mlp, ScorerPolicy};
 use crate::error::RlError;
 use crate::net::{Head, Opt, PolicyNet};
 use crate::reinforce::{IterStats, Objective, TrainConfig};
-use episode::{costs, par_episodes, task_caller};
+use episode::{caller_of, costs, par_episodes, task_caller};
 use gradient::{fit_epochs, pg_iteration};
-use guard::{guarded_rule_costs, lowest};
+use guard::{guarded_rule_costs, lowest, Rules};
 use labels::{imitation_episode, lookahead_episode, Step};
 use recipe::NEAR_TIE;
 
 /// Each training set's teacher: the index of the rule with the lowest objective there (the
 /// first on ties), from `per_set` (each rule's objective on each training set); records every
 /// rule's mean and the teachers' counts in `report`.
-fn teachers(rules: &[Box<dyn Policy>], per_set: &[Vec<f64>], report: &mut ScorerReport) -> Vec<usize> {
-    for (rule, costs) in rules.iter().zip(per_set) {
-        report.expert_scores.push((rule.name().to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
+fn teachers(rules: &Rules, per_set: &[Vec<f64>], report: &mut ScorerReport) -> Vec<usize> {
+    for (i, costs) in per_set.iter().enumerate().take(rules.len()) {
+        report.expert_scores.push((rules.name(i).to_string(), costs.iter().sum::<f64>() / costs.len() as f64));
     }
     let sets = per_set.first().map_or(0, Vec::len);
     let teacher_of: Vec<usize> = (0..sets)
         .map(|e| (0..rules.len()).min_by(|&a, &b| per_set[a][e].total_cmp(&per_set[b][e]).then(a.cmp(&b))).unwrap_or(0))
         .collect();
     let mut counts: Vec<String> = Vec::new();
-    for (r, rule) in rules.iter().enumerate() {
+    for r in 0..rules.len() {
         let n = teacher_of.iter().filter(|&&t| t == r).count();
         if n > 0 {
-            counts.push(format!("{} x{n}", rule.name()));
+            counts.push(format!("{} x{n}", rules.name(r)));
         }
     }
     report.expert = counts.join(", ");
@@ -105,7 +105,7 @@ pub fn train(
     }
     // Validation scores are the mean over validation sets of (objective / the best rule's
     // objective on that set), so short and long job sets weigh the same.
-    let rules = rules_of(task, recipe, cfg.seed)?;
+    let rules = Rules::new(task, recipe, cfg.seed)?;
     // Each rule runs every set once: the guard's references, the validation reference (their
     // minimum per set), the best single rule's score and the teachers come from these runs.
     let (train, train_costs) = guarded_rule_costs(task, &task.train, objective, recipe, &rules)?;
@@ -152,7 +152,7 @@ const RESTART_SEED_STEP: u64 = 7_919;
 /// set's teacher, the validation, the training's start.
 struct Shared<'a> {
     task: &'a ScorerTask,
-    rules: &'a [Box<dyn Policy>],
+    rules: &'a Rules,
     teacher_of: &'a [usize],
     validate: &'a dyn Fn(&ScorerPolicy) -> Result<f64, RlError>,
     started: Instant,
@@ -190,7 +190,13 @@ fn train_run(
         for round in 0..=recipe.dagger_rounds {
             let learner = if round == 0 { None } else { Some(Mlp::from_net(&net)?) };
             let more = par_episodes(&task.train, |e, ep| {
-                imitation_episode(task, ep, rules[teacher_of[e]].as_ref(), learner.as_ref(), &greedy)
+                imitation_episode(
+                    task,
+                    ep,
+                    rules.for_episode(task, ep)[teacher_of[e]].as_ref(),
+                    learner.as_ref(),
+                    &greedy,
+                )
             })?;
             data.extend(more.into_iter().flatten());
             fit_epochs(&net, &mut opt, &data, recipe.imitation_epochs, &mut rng)?;
@@ -205,11 +211,12 @@ fn train_run(
         // 2b. Expert iteration: look-ahead labels, then DAgger on them.
         for round in 0..recipe.lookahead_rounds {
             // The scorer plays the futures out once it beats every rule on validation.
-            let scorer_base = (best.0 < report.expert_validation && best.2 != "untrained").then(|| best.1.clone());
+            let scorer_base =
+                (best.0 < report.expert_validation && best.2 != "untrained").then(|| told_each(task, &best.1));
             let base = |e: usize| -> &dyn Policy {
                 match &scorer_base {
-                    Some(p) => p,
-                    None => rules[teacher_of[e]].as_ref(),
+                    Some(told) => &told[e],
+                    None => rules.for_episode(task, &task.train[e])[teacher_of[e]].as_ref(),
                 }
             };
             report.lookahead_steps += expert_round(task, &learning, &mut opt, &mut rng, &base, NEAR_TIE)?;
@@ -230,9 +237,9 @@ fn train_run(
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1a2 ^ round as u64);
         let mut opt = Opt::new(cfg.optimizer, net.vars(), cfg.lr)?;
-        let base = best.1.clone();
+        let base = told_each(task, &best.1);
         report.lookahead_steps +=
-            expert_round(task, &learning, &mut opt, &mut rng, &|_| &base, recipe.improvement_near_tie)?;
+            expert_round(task, &learning, &mut opt, &mut rng, &|e| &base[e], recipe.improvement_near_tie)?;
         let name = format!("improvement {}", round + 1);
         let v = keep_if_better(task, &net, validate, &mut best, format!("{name} lookahead"))?;
         report.lookahead_validation.push(v);
@@ -338,16 +345,10 @@ fn keep_if_better(
     Ok(v)
 }
 
-/// The recipe's rules, resolved for `task` (`greedy` predicts with its interference model; the
-/// packing rules choose within its budget, if it sets one).
-fn rules_of(task: &ScorerTask, recipe: &ScorerRecipe, seed: u64) -> Result<Vec<Box<dyn Policy>>, RlError> {
-    let caller = task_caller(task);
-    let (model, admission) = (Some(caller.model.clone()), caller.admission());
-    recipe
-        .experts
-        .iter()
-        .map(|name| Ok(dqngpu_policy::by_name_within(name, seed, model.clone(), admission.clone())?))
-        .collect()
+/// `policy` told each training episode's budget (one per episode, in order): the policy that
+/// plays an episode's futures out chooses within what its simulator admits.
+fn told_each(task: &ScorerTask, policy: &ScorerPolicy) -> Vec<ScorerPolicy> {
+    task.train.iter().map(|ep| policy.clone().with_caller(caller_of(task, ep))).collect()
 }
 
 /// Mean over the validation sets of `policy`'s objective / `reference`.
@@ -376,7 +377,7 @@ pub fn validation_score(
     policy: &ScorerPolicy,
 ) -> Result<f64, RlError> {
     let (validation, rule_costs) =
-        guarded_rule_costs(task, &task.validation, objective, recipe, &rules_of(task, recipe, 0)?)?;
+        guarded_rule_costs(task, &task.validation, objective, recipe, &Rules::new(task, recipe, 0)?)?;
     let reference = lowest(&rule_costs, validation.len());
     Ok(ratio_mean(&costs(task, &validation, objective, policy)?, &reference))
 }

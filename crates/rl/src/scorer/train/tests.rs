@@ -10,7 +10,7 @@ use rand::Rng;
 
 use super::episode::run;
 use super::gradient::{gradients, log_probs};
-use super::guard::{cost, guard_weight, guarded, rule_runs};
+use super::guard::{cost, guard_weight, guarded, rule_runs, Rules};
 use super::*;
 
 /// A recipe stored before the improvement rounds' near-tie was a setting (a checkpoint's
@@ -58,11 +58,12 @@ fn the_guard_holds_the_best_rules_jct_and_makespan_per_episode() {
         config: SimConfig::default(),
     };
     let recipe = ScorerRecipe::default();
-    let rules = rules_of(&task, &recipe, 1).unwrap();
+    let rules = Rules::new(&task, &recipe, 1).unwrap();
     let off = ScorerRecipe { makespan_guard: 0.0, ..recipe.clone() };
     assert!(guard_weight(Objective::Jct, &off, &rules).is_none());
     assert!(guard_weight(Objective::Makespan, &recipe, &rules).is_none());
-    assert!(guard_weight(Objective::Jct, &recipe, &[]).is_none());
+    let none = Rules::new(&task, &ScorerRecipe { experts: Vec::new(), ..recipe.clone() }, 1).unwrap();
+    assert!(guard_weight(Objective::Jct, &recipe, &none).is_none());
     let runs = rule_runs(&task, &task.train, &rules).unwrap();
     assert!(guarded(&task.train, &runs, None).iter().all(|e| e.guard.is_none()));
     let g = guarded(&task.train, &runs, guard_weight(Objective::Jct, &recipe, &rules));
@@ -70,7 +71,8 @@ fn the_guard_holds_the_best_rules_jct_and_makespan_per_episode() {
     for (ep, plain) in g.iter().zip(&task.train) {
         let guard = ep.guard.expect("every training episode is guarded");
         assert_eq!(guard.weight, recipe.makespan_guard);
-        let runs: Vec<SimResult> = rules.iter().map(|r| run(&task, plain, &mut |v| r.decide(v)).unwrap()).collect();
+        let runs: Vec<SimResult> =
+            rules.for_episode(&task, plain).iter().map(|r| run(&task, plain, &mut |v| r.decide(v)).unwrap()).collect();
         assert!(runs.iter().all(|r| guard.jct <= r.mean_jct_s && guard.makespan <= r.makespan_s));
         assert!(runs.iter().any(|r| r.mean_jct_s == guard.jct));
         assert!(runs.iter().any(|r| r.makespan_s == guard.makespan));
@@ -162,4 +164,42 @@ fn unpadded_batches_score_and_differentiate_each_step_as_alone() {
             assert!((a - b).abs() < 1e-4 * b.abs().max(1.0), "gradient {a} vs {b}");
         }
     }
+}
+
+/// The rules that teach, guard and set the validation reference run each episode told its
+/// budget, as the experiment tells them: on the default distribution's budget setting (the
+/// task has none, its episodes do) no group of theirs is refused. Before, they ran untold
+/// there: on one thesis set sjf-bestfit had 83 groups refused and twice its told mean JCT.
+#[test]
+fn the_rules_run_each_episode_told_its_budget() {
+    let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
+    let cluster = ClusterSpec::parse_gpus("titanxp:1").unwrap();
+    let classes = [dqngpu_model::WorkloadClass::GpuLight, dqngpu_model::WorkloadClass::MemLight];
+    let at_zero = dqngpu_sim::Arrivals::AllAtZero;
+    let mut eps = episodes(&[lib], &cluster, &classes, 20, at_zero, 4, 42).unwrap();
+    for ep in &mut eps[2..] {
+        ep.max_slowdown = Some(0.10);
+    }
+    let task = ScorerTask {
+        train: eps.clone(),
+        validation: eps[2..].to_vec(),
+        interference: Arc::from(dqngpu_interference::by_name("contention").unwrap()),
+        config: SimConfig::default(),
+    };
+    let rules = Rules::new(&task, &ScorerRecipe::default(), 1).unwrap();
+    let runs = rule_runs(&task, &task.train, &rules).unwrap();
+    let mut shared = 0;
+    for (i, per_set) in runs.iter().enumerate() {
+        for (ep, r) in task.train.iter().zip(per_set) {
+            assert_eq!(
+                (r.budget_refusals, r.liveness_starts),
+                (0, 0),
+                "{} on a set under {:?}",
+                rules.name(i),
+                ep.max_slowdown
+            );
+            shared += usize::from(r.jobs.iter().any(|j| j.exec_slowdown.unwrap_or(1.0) > 1.0 + 1e-9));
+        }
+    }
+    assert!(shared > 0, "some rule shares a GPU (else the budget is never tested)");
 }
