@@ -80,3 +80,29 @@ async fn shutdown_closes_idle_connections_and_returns() {
     let rest = read_until_closed(&mut idle).await;
     assert!(!rest.contains("HTTP/1.1"), "{rest}");
 }
+
+/// Idle connections cannot take every descriptor: at the cap, the next connection waits in
+/// the backlog, unanswered, and is served as soon as one closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_until_one_closes() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(dqngpu_http::serve_router_capped(listener, router(), PATIENCE, 2, async {
+        let _ = stopped.await;
+    }));
+    let idle1 = TcpStream::connect(addr).await.unwrap();
+    let _idle2 = TcpStream::connect(addr).await.unwrap();
+    // Both accepted before the third arrives.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut third = TcpStream::connect(addr).await.unwrap();
+    third.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut buf)).await;
+    assert!(early.is_err(), "a connection past the cap was served: {early:?}");
+    drop(idle1);
+    let reply = read_until_closed(&mut third).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "not served once a slot was free: {reply:?}");
+    let _ = stop.send(());
+    let _ = task.await;
+}

@@ -62,6 +62,12 @@ impl ServiceError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         ServiceError::Io { path: path.into(), source }
     }
+
+    /// An I/O error that passes with time ([`crate::exec::is_transient`]: out of file
+    /// descriptors, a full disk).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ServiceError::Io { source, .. } if crate::exec::is_transient(source))
+    }
 }
 
 /// An HTTP error reply.

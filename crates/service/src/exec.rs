@@ -68,6 +68,10 @@ pub struct ExitInfo {
     pub signal: Option<i32>,
     /// Why it could not be started.
     pub spawn_error: Option<String>,
+    /// The start failed for a lack of resources that passes (out of file descriptors, a full
+    /// disk: [`is_transient`]), not for the job's own fault: it is queued again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transient: bool,
     /// The supervisor vanished without a status (set by the service, never written).
     #[serde(skip)]
     pub lost: bool,
@@ -113,6 +117,14 @@ pub struct Started {
     pub pid_start: u64,
     /// Waits for the end.
     pub wait: tokio::task::JoinHandle<ExitInfo>,
+}
+
+/// True for an OS error that passes with time and says nothing of the job: the process or
+/// the system is out of file descriptors (`EMFILE`, `ENFILE`) or the disk is full (`ENOSPC`).
+/// A launch that fails so is retried, not the job failed for good.
+pub fn is_transient(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    Errno::from_io_error(e).is_some_and(|n| matches!(n, Errno::MFILE | Errno::NFILE | Errno::NOSPC))
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ServiceError + '_ {
@@ -295,8 +307,12 @@ pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
                 Supervisor::Direct => format!("`{}`", l.argv[0]),
                 Supervisor::Shim { .. } => format!("the job's supervisor `{}`", program.to_string_lossy()),
             };
-            let info = ExitInfo { spawn_error: Some(format!("cannot start {what}: {e}")), ..Default::default() };
-            if matches!(sup, Supervisor::Direct) {
+            let transient = is_transient(&e);
+            let info =
+                ExitInfo { spawn_error: Some(format!("cannot start {what}: {e}")), transient, ..Default::default() };
+            // A transient failure writes nothing more (there may be no descriptor to write
+            // with): a restart finds the attempt unfinished and queues the job again.
+            if matches!(sup, Supervisor::Direct) && !transient {
                 write_exit(&l.attempt_dir, &info)?;
             }
             return Ok(Started { pid: 0, pid_start: 0, wait: tokio::spawn(async move { info }) });
@@ -411,6 +427,7 @@ pub fn run_shim(attempt_dir: &Path, argv: &[OsString]) -> Result<i32, ServiceErr
         Ok(s) => ExitInfo::from_status(s),
         Err(e) => ExitInfo {
             spawn_error: Some(format!("cannot start `{}`: {e}", prog.to_string_lossy())),
+            transient: is_transient(&e),
             ..Default::default()
         },
     };
@@ -535,6 +552,21 @@ mod tests {
         let status = child.wait().unwrap();
         assert!(!status.success(), "{status:?}");
         assert!(same_process_alive(me, start));
+    }
+
+    #[test]
+    fn out_of_descriptors_or_disk_is_transient_and_a_missing_program_is_not() {
+        use rustix::io::Errno;
+        for e in [Errno::MFILE, Errno::NFILE, Errno::NOSPC] {
+            assert!(is_transient(&std::io::Error::from(e)), "{e:?}");
+        }
+        assert!(!is_transient(&std::io::Error::from(Errno::NOENT)));
+        let info = ExitInfo { spawn_error: Some("x".into()), transient: true, ..Default::default() };
+        let back: ExitInfo = serde_json::from_str(&serde_json::to_string(&info).unwrap()).unwrap();
+        assert_eq!(back, info, "the shim's exit.json keeps the flag");
+        // An exit.json written before the flag existed still reads.
+        let old: ExitInfo = serde_json::from_str(r#"{"exit_code":1,"signal":null,"spawn_error":null}"#).unwrap();
+        assert!(!old.transient);
     }
 
     #[test]

@@ -273,6 +273,7 @@ pub async fn serve(
     monitor: Option<NvmlMonitor>,
 ) -> Result<(), ServiceError> {
     check_listen(&http)?;
+    raise_descriptor_limit();
     let listener =
         tokio::net::TcpListener::bind(http.listen).await.map_err(|e| ServiceError::io(http.listen.to_string(), e))?;
     let service = Service::start(cfg, policy, monitor)?;
@@ -283,6 +284,24 @@ pub async fn serve(
     dqngpu_http::serve_router(listener, router, http.request_timeout, shutdown_signal()).await;
     service.stop().await;
     Ok(())
+}
+
+/// Raises the soft limit on open files (`RLIMIT_NOFILE`) to the hard limit, as far as the
+/// kernel allows: connections and jobs' launches share it (the HTTP server serves up to half
+/// of it at once, [`dqngpu_http::connection_cap`]). On failure the limit stays as it was.
+pub fn raise_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let old = getrlimit(Resource::Nofile);
+    if old.current == old.maximum {
+        return;
+    }
+    let new = Rlimit { current: old.maximum, maximum: old.maximum };
+    match setrlimit(Resource::Nofile, new) {
+        Ok(()) => tracing::info!(from = ?old.current, to = ?old.maximum, "raised the open-file limit (RLIMIT_NOFILE)"),
+        Err(e) => {
+            tracing::warn!(error = %e, limit = ?old.current, "could not raise the open-file limit (RLIMIT_NOFILE)")
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -121,7 +121,15 @@ pub struct Placer {
     last_queued: usize,
     /// Attempt ends the store failed to record, recorded again at the next pass.
     unrecorded: Vec<(JobId, u32, ExitInfo)>,
+    /// After a launch failed for a passing lack of resources (out of file descriptors, a
+    /// full disk): no job starts before this, so that the queue is not burnt through.
+    launch_pause_until: Option<Instant>,
+    /// Such failures in a row: the pause doubles with each, up to [`MAX_LAUNCH_PAUSE`].
+    transient_streak: u32,
 }
+
+/// The longest pause of launches after failures for a passing lack of resources.
+const MAX_LAUNCH_PAUSE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Placer {
     /// Builds the loop and re-adopts or re-queues the attempts the store says run.
@@ -141,6 +149,8 @@ impl Placer {
             measured: vec![None; n],
             last_queued: 0,
             unrecorded: Vec::new(),
+            launch_pause_until: None,
+            transient_streak: 0,
         };
         p.recover()?;
         // The API answers before the loop's first pass: it sees the GPUs, the policy and the
@@ -317,6 +327,9 @@ impl Placer {
         let card_full = self.measured[run.gpu].is_some_and(|m| m.gpu_mem_mib >= 0.98 * cap);
         let oom = exec::mentions_oom(&stderr) || card_full;
         let end = classify(&rec, run, exit, oom, self.core.cfg.max_retries);
+        if exit.transient {
+            self.pause_launches(job, exit.spawn_error.as_deref().unwrap_or("a passing lack of resources"));
+        }
         let now = unix_now();
         let recorded = self.core.store.finish_attempt(job, attempt, &end, now)?;
         let Some(run) = self.running.remove(&job) else { return Ok(()) };
@@ -350,6 +363,22 @@ impl Placer {
         Ok(())
     }
 
+    /// Holds launches back after job `job`'s failed for a passing lack of resources
+    /// (`why`): a tick at first, doubling with each such failure in a row, up to a minute.
+    fn pause_launches(&mut self, job: JobId, why: &str) {
+        self.transient_streak = self.transient_streak.saturating_add(1);
+        let factor = 1u32 << self.transient_streak.saturating_sub(1).min(16);
+        let pause = self.core.cfg.tick.saturating_mul(factor).min(MAX_LAUNCH_PAUSE);
+        self.launch_pause_until = Some(Instant::now() + pause);
+        tracing::warn!(
+            job,
+            pause_s = pause.as_secs_f64(),
+            "the job could not start for a passing lack of resources ({why}); it is queued again, and no job \
+             starts for {:.1} s",
+            pause.as_secs_f64()
+        );
+    }
+
     fn gpu_busy(&self, gpu: usize) -> bool {
         self.running.values().any(|r| r.gpu == gpu)
     }
@@ -361,7 +390,7 @@ impl Placer {
     fn place(&mut self) -> Result<(), ServiceError> {
         let queued = self.core.store.jobs(Some(JobState::Queued), 0, self.core.cfg.queue_window)?;
         self.last_queued = queued.len();
-        if queued.is_empty() {
+        if queued.is_empty() || self.launch_pause_until.is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }
         let now = unix_now();
@@ -583,6 +612,9 @@ impl Placer {
         let tx = self.core.tx.clone();
         match exec::launch(&self.core.cfg.supervisor, &launch) {
             Ok(s) => {
+                if s.pid != 0 {
+                    self.transient_streak = 0;
+                }
                 run.pid = s.pid;
                 run.pid_start = s.pid_start;
                 self.running.insert(j.id, run);
@@ -597,10 +629,14 @@ impl Placer {
                 }
             }
             Err(e) => {
-                tracing::error!(job = j.id, error = %e, "could not launch");
+                let transient = e.is_transient();
+                if !transient {
+                    tracing::error!(job = j.id, error = %e, "could not launch");
+                }
                 self.running.insert(j.id, run);
                 let exit = ExitInfo {
                     spawn_error: Some(format!("the service could not prepare the job: {e}")),
+                    transient,
                     ..Default::default()
                 };
                 let _ = tx.send(LoopMsg::Done { job: j.id, attempt: att.n, exit });
@@ -688,6 +724,12 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries:
             count_failure: true,
             ..base
         };
+    }
+    if let (Some(e), true) = (&exit.spawn_error, exit.transient) {
+        // The machine ran short (out of file descriptors, a full disk), not the job: queued
+        // again, with no failure counted.
+        let error = Some(format!("{e}; queued again (a passing lack of resources, not the job's failure)"));
+        return AttemptEnd { job_state: JobState::Queued, error, ..base };
     }
     if let Some(e) = &exit.spawn_error {
         // A program that cannot start will not start on a retry either: failed at once, and
