@@ -258,6 +258,9 @@ fn job_command(program: &OsString, args: &[OsString], l: &Launch, stdout: File, 
         .current_dir(&l.work_dir)
         .envs(&l.env)
         .env("CUDA_VISIBLE_DEVICES", l.cuda_index.to_string())
+        // The index is NVML's, in PCI bus order; CUDA numbers devices fastest first unless
+        // told otherwise, and on a mixed box the job would run on another card.
+        .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         .env("DQNGPU_JOB_ID", l.job.to_string())
         .env("DQNGPU_ATTEMPT", l.attempt.to_string())
         .stdin(std::process::Stdio::null())

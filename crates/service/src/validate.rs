@@ -52,7 +52,9 @@ pub fn app_name(name: &str) -> Result<(), ApiError> {
 
 /// Env names the service sets itself.
 fn reserved_env(name: &str) -> bool {
-    name == "CUDA_VISIBLE_DEVICES" || name.starts_with("CUDA_MPS_") || name.starts_with("DQNGPU_")
+    matches!(name, "CUDA_VISIBLE_DEVICES" | "CUDA_DEVICE_ORDER")
+        || name.starts_with("CUDA_MPS_")
+        || name.starts_with("DQNGPU_")
 }
 
 /// Finds the program the way `execvp` would: a path with a `/` as given, else on `PATH`.

@@ -7,7 +7,8 @@ use crate::util::{call, profile_json, start, submit, wait_final, wait_for};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submitted_job_runs_on_its_gpu_and_succeeds() {
     let t = start("titanxp:2", "tetris");
-    let id = submit(&t.router, "echo-app", &["sh", "-c", "echo $CUDA_VISIBLE_DEVICES > seen; echo hello"]).await;
+    let script = "echo $CUDA_VISIBLE_DEVICES > seen; echo $CUDA_DEVICE_ORDER > order; echo hello";
+    let id = submit(&t.router, "echo-app", &["sh", "-c", script]).await;
     let v = wait_final(&t.router, id).await;
     assert_eq!(v["state"], "succeeded", "{v}");
     assert_eq!(v["exit_code"], 0);
@@ -16,6 +17,9 @@ async fn submitted_job_runs_on_its_gpu_and_succeeds() {
     let data = t.dir.path().join("data");
     let seen = std::fs::read_to_string(data.join(format!("jobs/{id}/work/seen"))).unwrap();
     assert_eq!(seen.trim(), gpu.to_string());
+    // CUDA numbers the devices as NVML does (PCI bus order), not fastest first.
+    let order = std::fs::read_to_string(data.join(format!("jobs/{id}/work/order"))).unwrap();
+    assert_eq!(order.trim(), "PCI_BUS_ID");
     let (s, logs) = call(&t.router, "GET", &format!("/v1/jobs/{id}/logs"), None, &[]).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(logs["stdout"], "hello\n");

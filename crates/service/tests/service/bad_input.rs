@@ -56,6 +56,13 @@ async fn malformed_submissions_name_the_problem() {
         "set by the service",
     )
     .await;
+    // The service numbers GPUs in PCI bus order; a job may not have CUDA count them otherwise.
+    post(
+        r#"{"app":"a","command":["ls"],"env":{"CUDA_DEVICE_ORDER":"FASTEST_FIRST"}}"#,
+        StatusCode::BAD_REQUEST,
+        "`CUDA_DEVICE_ORDER` is set by the service",
+    )
+    .await;
     post(r#"{"app":"a","command":["ls"],"input_size_mb":-1}"#, StatusCode::BAD_REQUEST, "input_size_mb").await;
     check(
         r,
