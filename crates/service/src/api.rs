@@ -238,7 +238,7 @@ struct ListQuery {
 async fn list_jobs(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(q) = q?;
     let state = match q.state.as_deref() {
         None | Some("") => None,
@@ -254,8 +254,56 @@ async fn list_jobs(
         Some(n @ 1..=10_000) => n,
         Some(n) => return Err(ApiError::BadRequest(format!("query `limit`: {n} is not from 1 to 10000"))),
     };
-    let jobs = s.core.store.jobs(state, q.after.unwrap_or(0), limit)?;
-    Ok(Json(json!({ "jobs": jobs })))
+    let body = jobs_page(&s, state, q.after.unwrap_or(0), limit)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// Most bytes of job rows in one `GET /v1/jobs` page: past them the page ends early (with at
+/// least one job) and `next_after` says where the next one starts. A job's argv and env may
+/// each be near the 1 MiB body limit, so a count alone bounds neither the reply nor the
+/// server's memory.
+pub const MAX_PAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Jobs read from the store at a time while a page is built.
+const PAGE_CHUNK: usize = 32;
+
+/// One page of `GET /v1/jobs` as JSON, `{"jobs": [...], "next_after": ID|null}`: up to
+/// `limit` jobs with ids above `after` (in `state`, when given), each serialized straight into
+/// the reply, ending early past [`MAX_PAGE_BYTES`]. `next_after` is the last id listed when
+/// more jobs follow, and null when the list is complete.
+fn jobs_page(s: &AppState, state: Option<JobState>, after: JobId, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = b"{\"jobs\":[".to_vec();
+    let (mut cursor, mut listed, mut more) = (after, 0usize, false);
+    'pages: loop {
+        // One more than the page still takes: the row past the end tells whether more follow.
+        let want = (limit - listed + 1).min(PAGE_CHUNK);
+        let chunk = s.core.store.jobs(state, cursor, want)?;
+        let got = chunk.len();
+        for job in chunk {
+            if listed == limit {
+                more = true;
+                break 'pages;
+            }
+            let row = serde_json::to_vec(&job).map_err(crate::ServiceError::from)?;
+            if listed > 0 && out.len() + 1 + row.len() > MAX_PAGE_BYTES {
+                more = true;
+                break 'pages;
+            }
+            if listed > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&row);
+            listed += 1;
+            cursor = job.id;
+        }
+        if got < want {
+            break;
+        }
+    }
+    out.extend_from_slice(b"],\"next_after\":");
+    out.extend_from_slice(if more { cursor.to_string() } else { "null".to_string() }.as_bytes());
+    out.push(b'}');
+    Ok(out)
 }
 
 /// A job with its attempts.

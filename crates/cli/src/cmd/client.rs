@@ -218,18 +218,24 @@ fn opt(v: &Value) -> String {
 
 /// `dqngpu jobs`.
 pub fn jobs(a: JobsArgs) -> anyhow::Result<()> {
-    // Every job, a page at a time (the API answers at most PAGE per request).
+    // Every job, a page at a time: the API answers at most PAGE jobs, and fewer past its byte
+    // cap, per request; `next_after` says where the next page starts (null: none follows).
     const PAGE: usize = 1000;
     let state = a.state.as_deref().map(|s| format!("&state={s}")).unwrap_or_default();
     let mut jobs: Vec<Value> = Vec::new();
+    let mut after = 0u64;
     loop {
-        let after = jobs.last().and_then(|j| j["id"].as_u64()).unwrap_or(0);
         let v = a.conn.call("GET", &format!("/v1/jobs?limit={PAGE}&after={after}{state}"), None, None)?;
         let page = v["jobs"].as_array().cloned().unwrap_or_default();
-        let last = page.len() < PAGE || page.last().and_then(|j| j["id"].as_u64()).is_none_or(|id| id <= after);
+        let next = match v.get("next_after") {
+            Some(n) => n.as_u64(),
+            // A server from before `next_after`: a full page may have more behind it.
+            None => page.last().and_then(|j| j["id"].as_u64()).filter(|_| page.len() == PAGE),
+        };
         jobs.extend(page);
-        if last {
-            break;
+        match next {
+            Some(n) if n > after => after = n,
+            _ => break,
         }
     }
     if a.format == Format::Json {

@@ -181,3 +181,47 @@ async fn a_bad_job_refuses_the_whole_batch_naming_it() {
     assert!(s.is_client_error() && v["error"]["message"].as_str().unwrap_or_default().contains('x'), "{s} {v}");
     t.service.stop().await;
 }
+
+/// `GET /v1/jobs` is bounded in bytes, not only in jobs: jobs with ~1 MB argvs end a page
+/// early (at most `MAX_PAGE_BYTES`), and `next_after` leads through every job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_jobs_is_capped_in_bytes_and_next_after_reaches_every_job() {
+    let t = start("titanxp:1", "fifo");
+    let arg = "x".repeat(16_000);
+    let mut argv = vec!["true".to_string()];
+    argv.extend(std::iter::repeat_n(arg, 60));
+    let body = serde_json::json!({ "app": "big", "command": argv }).to_string();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let (s, v) = call(&t.router, "POST", "/v1/jobs", Some(&body), &[]).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        ids.push(v["id"].as_u64().unwrap());
+    }
+    let max = dqngpu_service::api::MAX_PAGE_BYTES;
+    let (mut seen, mut after, mut pages) = (Vec::new(), 0u64, 0);
+    loop {
+        let (s, v) = call(&t.router, "GET", &format!("/v1/jobs?limit=10000&after={after}"), None, &[]).await;
+        assert_eq!(s, StatusCode::OK);
+        let bytes = serde_json::to_string(&v).unwrap().len();
+        assert!(bytes <= max, "a page of {bytes} bytes, over {max}");
+        let page = v["jobs"].as_array().unwrap();
+        assert!(!page.is_empty(), "an empty page while jobs remain: {}", v["next_after"]);
+        seen.extend(page.iter().map(|j| j["id"].as_u64().unwrap()));
+        pages += 1;
+        match v["next_after"].as_u64() {
+            Some(n) => {
+                assert_eq!(Some(n), seen.last().copied(), "next_after is not the page's last id");
+                after = n;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids, "paging did not list every job once");
+    assert!(pages >= 2, "10 jobs of ~1 MB fit one page");
+    // A count limit gives a cursor too, and a page that reaches the end gives none.
+    let (_, v) = call(&t.router, "GET", "/v1/jobs?limit=3", None, &[]).await;
+    assert_eq!(v["next_after"].as_u64(), Some(ids[2]));
+    let (_, v) = call(&t.router, "GET", &format!("/v1/jobs?limit=1&after={}", ids[8]), None, &[]).await;
+    assert!(v["next_after"].is_null(), "{}", v["next_after"]);
+    t.service.stop().await;
+}
