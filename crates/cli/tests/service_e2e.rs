@@ -442,6 +442,49 @@ fn an_unknown_interference_model_is_refused_naming_the_valid_ones() {
     assert!(!data.join("dqngpu.sqlite").exists(), "nothing should start: {err}");
 }
 
+/// `serve --request-timeout-s` past a day is refused before anything starts, naming the flag
+/// (once, hyper panicked on every connection with such a header timeout); so is the config
+/// file's `request_timeout_s`, naming the file and the field.
+#[test]
+fn a_request_timeout_past_a_day_is_refused_naming_the_flag() {
+    /// Runs `serve` with `args`; its stderr, once it has exited (a server that starts instead
+    /// is killed and the test fails, rather than waiting on it for ever).
+    fn refused(data: &Path, args: &[&std::ffi::OsStr]) -> String {
+        let port = free_port().to_string();
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+                assert!(!status.success(), "{err}");
+                assert!(!data.join("dqngpu.sqlite").exists(), "nothing should start: {err}");
+                return err;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve {args:?} started instead of refusing");
+    }
+    let data = test_dir("huge-timeout");
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let err = refused(&data, &[os("--gpus"), os("titanxp:1"), os("--request-timeout-s"), os("9223372036854775807")]);
+    assert!(err.contains("--request-timeout-s") && err.contains("86400"), "{err}");
+    let cfg = data.with_extension("toml");
+    std::fs::write(&cfg, "gpus = \"titanxp:1\"\nrequest_timeout_s = 86401\n").unwrap();
+    let err = refused(&data, &[os("--config"), cfg.as_os_str()]);
+    assert!(err.contains("`request_timeout_s`") && err.contains("86400"), "{err}");
+}
+
 /// `dqngpu submit-batch FILE` against a real server on loopback: the file's jobs are queued as
 /// one batch and run, their ids printed in order; a file that is not JSON, or a batch with a
 /// bad job, is refused naming the file (and the job's index) and queues nothing.

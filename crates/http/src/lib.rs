@@ -18,6 +18,10 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// The longest header read timeout: a day. Longer ones are cut to it (hyper panics on an
+/// `Instant` overflow with one near `u64::MAX` seconds).
+pub const MAX_HEADER_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// The most connections served at once: half the process's soft descriptor limit
 /// (`RLIMIT_NOFILE`), so that the other half stays for the database, log files and the jobs
 /// the server starts, within 16..=4096.
@@ -89,7 +93,9 @@ fn spawn_connection(
 ) {
     let mut builder = http1::Builder::new();
     // hyper's header timeout needs a timer; tokio's is the runtime we run on.
-    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    // hyper adds the timeout to `Instant::now()` and panics past what an `Instant` holds: a
+    // longer one than a day is a day (the callers' flags refuse more).
+    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout.min(MAX_HEADER_TIMEOUT));
     let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(router));
     let conn = graceful.watch(conn);
     tokio::spawn(async move {

@@ -106,3 +106,16 @@ async fn connections_past_the_cap_wait_until_one_closes() {
     let _ = stop.send(());
     let _ = task.await;
 }
+
+/// `serve --request-timeout-s` far past a day once reached hyper's header timeout as given:
+/// `Instant + Duration` overflowed there and every connection's task panicked unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_header_timeout_still_answers() {
+    let (addr, stop, task) = serve(router(), Duration::from_secs(u64::MAX)).await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let reply = read_until_closed(&mut s).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "no answer with a huge header timeout: {reply:?}");
+    let _ = stop.send(());
+    let _ = task.await;
+}

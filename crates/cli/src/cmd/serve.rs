@@ -66,8 +66,8 @@ pub struct Args {
     /// [default: contention].
     #[arg(long)]
     interference: Option<String>,
-    /// Per-request time limit, seconds [default: 10].
-    #[arg(long)]
+    /// Per-request time limit, seconds, at most 86400 (a day) [default: 10].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_REQUEST_TIMEOUT_S))]
     request_timeout_s: Option<u64>,
     /// dqngpu-plan's search settings.
     #[command(flatten)]
@@ -90,6 +90,10 @@ enum ShimCommand {
         argv: Vec<OsString>,
     },
 }
+
+/// The longest `--request-timeout-s`: a day (hyper panics on a header timeout that overflows
+/// an `Instant`, and no request needs longer).
+const MAX_REQUEST_TIMEOUT_S: u64 = 86_400;
 
 /// The `--config` file: the same settings as the flags.
 #[derive(Debug, Default, Deserialize)]
@@ -261,7 +265,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(listen) = args.listen.or(file.listen) {
         http.listen = listen;
     }
+    let timeout_by_flag = args.request_timeout_s.is_some();
     if let Some(s) = args.request_timeout_s.or(file.request_timeout_s) {
+        if s > MAX_REQUEST_TIMEOUT_S {
+            anyhow::bail!(
+                "{}: {s} s is more than {MAX_REQUEST_TIMEOUT_S} (a day)",
+                origin("--request-timeout-s", "request_timeout_s", timeout_by_flag)
+            );
+        }
         http.request_timeout = Duration::from_secs(s.max(1));
     }
     dqngpu_service::check_listen(&http)?;
