@@ -269,13 +269,17 @@ impl AppProfile {
         best
     }
 
-    /// The location of sample `i` in its source file, with `field`.
+    /// The location of sample `i`, with `field`: its line in a CSV source, else (a JSON file,
+    /// an API body, no source) the field as `samples[i].field`, so the sample is named always.
     pub fn sample_location(&self, i: usize, field: &str) -> Location {
         let mut at = self.source.clone().unwrap_or_default();
-        if let Some(l) = at.line {
-            at.line = Some(l + i as u64);
+        match at.line {
+            Some(l) => {
+                at.line = Some(l + i as u64);
+                at.field = Some(field.to_string());
+            }
+            None => at.field = Some(format!("samples[{i}].{field}")),
         }
-        at.field = Some(field.to_string());
         at
     }
 
@@ -388,6 +392,29 @@ impl AppProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A profile from a JSON body (an API request: no file, no line) names its bad sample by
+    /// index; one from a CSV file by its line.
+    #[test]
+    fn a_bad_sample_is_named_by_its_index_without_a_line() {
+        let ok = Resources::new(10.0, 100.0, 10.0, 1.0);
+        let mut samples = vec![ok; 50];
+        samples[37].gpu_util_pct = -1.0;
+        let info = AppInfo { name: "p".into(), ..Default::default() };
+        let mut p = AppProfile {
+            app: info,
+            interval_s: 1.0,
+            recorded_on: None,
+            samples,
+            source: None,
+            derived: Derived::default(),
+        };
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("field `samples[37].gpu_util_pct`"), "{e}");
+        p.source = Some(Location { path: Some("p.csv".into()), line: Some(2), field: None });
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("p.csv, line 39, field `gpu_util_pct`"), "{e}");
+    }
 
     #[test]
     fn a_demand_is_held_until_the_samples_change() {
