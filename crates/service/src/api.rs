@@ -401,10 +401,20 @@ async fn list_profiles(State(s): State<AppState>) -> Json<serde_json::Value> {
 
 async fn post_profile(
     State(s): State<AppState>,
-    body: Result<Json<AppProfile>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(p) = body?;
+    let Json(sent) = body?;
+    // Typed from the parsed body, with the extractor's own errors (the field's path, 422).
+    let bytes = serde_json::to_vec(&sent).map_err(crate::ServiceError::from)?;
+    let Json(p) = Json::<AppProfile>::from_bytes(&bytes)?;
+    // As POST /v1/jobs: a field the profile has no place for (a misspelt `recorded_on`) is
+    // refused, not dropped without a word.
+    let known = serde_json::to_value(&p).map_err(crate::ServiceError::from)?;
+    if let Some(field) = unknown_field(&sent, &known, "") {
+        return Err(ApiError::Unprocessable(format!("unknown field `{field}`: a profile has no such field")));
+    }
     validate::app_name(&p.app.name)?;
+    validate::app_fields(p.app.input_size_mb, p.app.params.as_deref(), "app.")?;
     // A profile no GPU here can hold would leave every job of its app queued for ever: 422,
     // measured against this server's GPUs, whatever else is wrong with it (its peak can pass
     // the catalogue's largest card too).
@@ -415,6 +425,26 @@ async fn post_profile(
     s.core.profiles.put(p, ProfileSource::Api);
     s.core.wake.notify_one();
     Ok((StatusCode::CREATED, Json(json!({ "app": name }))).into_response())
+}
+
+/// The first field of `sent` (a request body) that `known` (what it was read into, written
+/// back) lacks, as a path (`samples[3].gpu_utl`); a null one counts as absent.
+fn unknown_field(sent: &serde_json::Value, known: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (sent, known) {
+        (Value::Object(s), Value::Object(k)) => s.iter().find_map(|(name, v)| {
+            let path = if at.is_empty() { name.clone() } else { format!("{at}.{name}") };
+            match k.get(name) {
+                Some(kv) => unknown_field(v, kv, &path),
+                None if v.is_null() => None,
+                None => Some(path),
+            }
+        }),
+        (Value::Array(s), Value::Array(k)) => {
+            s.iter().zip(k).enumerate().find_map(|(i, (v, kv))| unknown_field(v, kv, &format!("{at}[{i}]")))
+        }
+        _ => None,
+    }
 }
 
 /// The memory of the largest GPU this service places on, MiB.

@@ -123,17 +123,22 @@ pub fn submission(r: SubmitRequest) -> Result<NewJob, ApiError> {
             return Err(bad(format!("field `env.{k}`: value has a NUL byte or is over {MAX_ARG_BYTES} bytes")));
         }
     }
-    if let Some(s) = r.input_size_mb {
-        if !(s.is_finite() && s >= 0.0) {
-            return Err(bad(format!("field `input_size_mb`: {s} is not a non-negative number")));
-        }
-    }
-    if let Some(p) = &r.params {
-        if p.len() > MAX_ARG_BYTES {
-            return Err(bad(format!("field `params`: over {MAX_ARG_BYTES} bytes")));
-        }
-    }
+    app_fields(r.input_size_mb, r.params.as_deref(), "")?;
     Ok(NewJob::from(r))
+}
+
+/// The app's prior info a job or a profile gives: an input size that is a number >= 0, and
+/// params of at most [`MAX_ARG_BYTES`]. `prefix` is where the fields sit (`app.` in a profile).
+pub fn app_fields(input_size_mb: Option<f64>, params: Option<&str>, prefix: &str) -> Result<(), ApiError> {
+    if let Some(s) = input_size_mb {
+        if !(s.is_finite() && s >= 0.0) {
+            return Err(bad(format!("field `{prefix}input_size_mb`: {s} is not a non-negative number")));
+        }
+    }
+    if params.is_some_and(|p| p.len() > MAX_ARG_BYTES) {
+        return Err(bad(format!("field `{prefix}params`: over {MAX_ARG_BYTES} bytes")));
+    }
+    Ok(())
 }
 
 impl From<SubmitRequest> for NewJob {

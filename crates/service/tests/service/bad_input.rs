@@ -352,3 +352,40 @@ async fn a_retry_gets_its_job_even_when_its_program_has_gone() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     t.service.stop().await;
 }
+
+/// `POST /v1/profiles` names a bad sample by its index (among thousands, the client could not
+/// find it otherwise), refuses a field a profile has no place for (a misspelt `recorded_on`,
+/// dropped without a word before), and checks the app's fields as `POST /v1/jobs` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_profile_names_its_sample_and_unknown_fields_and_bad_sizes_are_refused() {
+    let t = crate::util::start("titanxp:1", "tetris");
+    let r = &t.router;
+    let ok = serde_json::json!({ "gpu_util_pct": 10.0, "gpu_mem_mib": 100.0, "sm_pct": 10.0, "pcie_mbps": 1.0 });
+    let mut samples = vec![ok.clone(); 50];
+    samples[37]["gpu_util_pct"] = serde_json::json!(-1.0);
+    let body = serde_json::json!({ "app": { "name": "p" }, "interval_s": 1.0, "samples": samples }).to_string();
+    check(r, "POST", "/v1/profiles", Some(&body), &[], StatusCode::BAD_REQUEST, "`samples[37].gpu_util_pct`").await;
+    let typo = serde_json::json!({ "app": { "name": "p" }, "interval_s": 1.0, "recorded_onn": {}, "samples": [ok] });
+    check(r, "POST", "/v1/profiles", Some(&typo.to_string()), &[], StatusCode::UNPROCESSABLE_ENTITY, "`recorded_onn`")
+        .await;
+    let mut inner = ok.clone();
+    inner["gpu_utl"] = serde_json::json!(5);
+    let typo = serde_json::json!({ "app": { "name": "p" }, "interval_s": 1.0, "samples": [ok, inner] });
+    check(
+        r,
+        "POST",
+        "/v1/profiles",
+        Some(&typo.to_string()),
+        &[],
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "`samples[1].gpu_utl`",
+    )
+    .await;
+    let neg = serde_json::json!({ "app": { "name": "q", "input_size_mb": -5.0 }, "interval_s": 1.0, "samples": [ok] });
+    check(r, "POST", "/v1/profiles", Some(&neg.to_string()), &[], StatusCode::BAD_REQUEST, "`app.input_size_mb`").await;
+    // A null optional field is absent, and a good profile is still taken.
+    let fine = serde_json::json!({ "app": { "name": "q", "params": null }, "interval_s": 1.0, "recorded_on": null, "samples": [ok] });
+    let (s, v) = crate::util::call(r, "POST", "/v1/profiles", Some(&fine.to_string()), &[]).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    t.service.stop().await;
+}
