@@ -23,8 +23,9 @@ pub struct SubmitRequest {
     pub app: String,
     /// argv.
     pub command: Vec<String>,
-    /// Extra environment.
-    #[serde(default)]
+    /// Extra environment. A name given twice is refused (a JSON object may repeat a key; which
+    /// value was meant is not known).
+    #[serde(default, deserialize_with = "unique_env")]
     pub env: BTreeMap<String, String>,
     /// Input size, MB.
     #[serde(default)]
@@ -32,6 +33,31 @@ pub struct SubmitRequest {
     /// Input parameters.
     #[serde(default)]
     pub params: Option<String>,
+}
+
+/// Reads `env`, refusing a name given twice (serde's map would keep the last silently).
+fn unique_env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Env;
+    impl<'de> serde::de::Visitor<'de> for Env {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of variable names to string values")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((k, v)) = m.next_entry::<String, String>()? {
+                if out.contains_key(&k) {
+                    let name: String = k.chars().take(64).collect();
+                    return Err(serde::de::Error::custom(format!(
+                        "field `env.{name}` is given twice; give each variable once"
+                    )));
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Env)
 }
 
 fn bad(msg: impl Into<String>) -> ApiError {

@@ -50,6 +50,13 @@ async fn malformed_submissions_name_the_problem() {
     post(r#"{"app":"a","command":["ls"],"cwd":"/etc"}"#, StatusCode::UNPROCESSABLE_ENTITY, "unknown field `cwd`").await;
     post(r#"{"app":"a","command":["ls"],"env":{"1BAD":"x"}}"#, StatusCode::BAD_REQUEST, "`1BAD`").await;
     post(r#"{"app":"a","command":["ls"],"env":{"A=B":"x"}}"#, StatusCode::BAD_REQUEST, "`A=B`").await;
+    // A name given twice is ambiguous: refused, not the last value kept.
+    post(
+        r#"{"app":"a","command":["ls"],"env":{"A":"1","A":"2"}}"#,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "`env.A` is given twice",
+    )
+    .await;
     post(
         r#"{"app":"a","command":["ls"],"env":{"CUDA_VISIBLE_DEVICES":"3"}}"#,
         StatusCode::BAD_REQUEST,
