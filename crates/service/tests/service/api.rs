@@ -102,6 +102,12 @@ async fn cluster_metrics_and_health_answer() {
     assert!(m.contains("dqngpu_jobs{state=\"succeeded\"} 1"), "{m}");
     assert!(m.contains("dqngpu_decision_latency_seconds_bucket{le=\"+Inf\"}"), "{m}");
     assert!(m.contains("dqngpu_submissions_total 1"), "{m}");
+    // docs/openapi.yaml lists every series /metrics serves.
+    let spec = include_str!("../../../../docs/openapi.yaml");
+    for line in m.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let name = line.split_whitespace().nth(2).unwrap_or_default();
+        assert!(spec.contains(name), "docs/openapi.yaml does not list the series `{name}`");
+    }
     let (s, h) = call(&t.router, "GET", "/healthz", None, &[]).await;
     assert_eq!((s, h["status"].as_str()), (StatusCode::OK, Some("ok")));
     t.service.stop().await;
