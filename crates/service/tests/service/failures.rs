@@ -244,7 +244,8 @@ async fn an_end_the_store_failed_to_record_is_recorded_once_it_works() {
 async fn a_job_whose_pid_could_not_be_recorded_is_still_watched_and_booked() {
     let t = start("titanxp:1", "tetris");
     let db = refuse(&t.dir.path().join("data"), "UPDATE OF pid ON attempts");
-    let id = submit(&t.router, "watched", &["sh", "-c", "sleep 0.5"]).await;
+    // Long enough to be still running when the cluster is read on a loaded box (0.5 s was not).
+    let id = submit(&t.router, "watched", &["sh", "-c", "sleep 3"]).await;
     crate::util::wait_for(&t.router, id, |v| v["state"] == "running").await;
     let (_, c) = call(&t.router, "GET", "/v1/cluster", None, &[]).await;
     assert_eq!(c["gpus"][0]["jobs"][0]["id"], id, "the running job is off the GPU's books: {c}");
