@@ -109,16 +109,21 @@ fn main() {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     if let Err(e) = run(cli) {
-        eprintln!("error: {e}");
+        // Written without panicking: stderr may be gone (a hung-up terminal) and the exit code
+        // must still say what happened.
+        use std::io::Write as _;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "error: {e}");
         // A cause whose text its parent already quotes (an I/O error after its file) says nothing new.
         let mut said = e.to_string();
         for cause in e.chain().skip(1) {
             let text = cause.to_string();
             if !said.contains(&text) {
-                eprintln!("  caused by: {text}");
+                let _ = writeln!(err, "  caused by: {text}");
             }
             said = text;
         }
+        drop(err);
         std::process::exit(cmd::exit_code(&e));
     }
 }

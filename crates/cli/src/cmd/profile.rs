@@ -17,6 +17,15 @@ use serde_json::{json, Value};
 use super::client::Conn;
 use super::Format;
 
+/// `eprintln!` that never panics: after a terminal hangs up (SIGHUP) stderr fails, and a
+/// run's readings must still be written.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 /// Arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -170,12 +179,12 @@ impl OutArgs {
         } else if let Some(url) = &self.dest.server {
             let conn = Conn::new(Some(url.clone()), self.token_file.clone());
             let reply = conn.call("POST", "/v1/profiles", Some(serde_json::to_value(p)?), None)?;
-            eprintln!("posted `{}` to {url}: {reply}", p.app.name);
+            say!("posted `{}` to {url}: {reply}", p.app.name);
             return Ok(url.clone());
         } else {
             bail!("no destination for the profile");
         };
-        eprintln!("{verb} {to}");
+        say!("{verb} {to}");
         Ok(to)
     }
 }
@@ -304,9 +313,9 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     check_device(&device)?;
     a.out.create_dirs()?;
     let stop = stop_on_signals()?;
-    eprintln!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
+    say!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
     let outcome = run_command_until(&mut sampler, &a.command, Duration::from_millis(a.interval_ms), stop)?;
-    eprintln!(
+    say!(
         "{} {} after {:.1} s; {} readings, {} samples",
         a.command[0].to_string_lossy(),
         outcome.status,
@@ -314,9 +323,9 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
         outcome.readings,
         outcome.samples.len()
     );
-    eprintln!("attribution: {}", serde_json::to_string(&outcome.attribution)?);
+    say!("attribution: {}", serde_json::to_string(&outcome.attribution)?);
     for n in &outcome.notes {
-        eprintln!("note: {n}");
+        say!("note: {n}");
     }
     let failed = match &outcome.cut_short {
         Some(why) => Some(format!("the run was cut short: {why}")),
@@ -336,22 +345,29 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     bail!("{failed}; its {} samples so far were written to {to} (--keep-failed)", outcome.samples.len())
 }
 
-/// A flag set when the profiler gets SIGTERM or SIGINT, so that the run ends the command's
-/// process group (which a signal to the profiler alone no longer reaches) and says so.
+/// A flag set when the profiler gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, so that the run ends
+/// the command's process group (which a signal to the profiler alone no longer reaches, nor a
+/// terminal's hangup or quit key) and says so, keeping the readings with `--keep-failed`.
 fn stop_on_signals() -> anyhow::Result<&'static AtomicBool> {
     use tokio::signal::unix::{signal, SignalKind};
     static STOP: AtomicBool = AtomicBool::new(false);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the signal watch")?;
     // Registered here, before the command starts; watched on a thread of their own.
-    let (mut term, mut int) = {
+    let watch = |name: &str, kind: SignalKind| {
         let _in = rt.enter();
-        (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?)
+        signal(kind).with_context(|| format!("watching for {name}"))
     };
+    let mut term = watch("SIGTERM", SignalKind::terminate())?;
+    let mut int = watch("SIGINT", SignalKind::interrupt())?;
+    let mut hup = watch("SIGHUP", SignalKind::hangup())?;
+    let mut quit = watch("SIGQUIT", SignalKind::quit())?;
     std::thread::spawn(move || {
         rt.block_on(async {
             tokio::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}
+                _ = hup.recv() => {}
+                _ = quit.recv() => {}
             }
         });
         STOP.store(true, Ordering::Relaxed);

@@ -1,0 +1,113 @@
+//! `dqngpu profile run` end to end with the real binary against a fake NVML
+//! (`tests/data/fake_nvml.c`, built here with the system's C compiler): signals to the
+//! profiler, and outputs that cannot be written.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{test_dir, BIN};
+use dqngpu_model::format::read_profile;
+
+/// Builds the fake NVML into `dir`; `None` (and a note) where no C compiler is installed.
+fn fake_nvml(dir: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake_nvml.c");
+    let lib = dir.join("fakenvml/libnvidia-ml.so.1");
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    match Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src).output() {
+        Ok(o) if o.status.success() => Some(lib),
+        Ok(o) => panic!("cc failed on {}: {}", src.display(), String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipped: no C compiler (`cc`: {e}) to build the fake NVML");
+            None
+        }
+    }
+}
+
+/// `dqngpu profile run ARGS` under the fake NVML `lib`, in `dir`.
+fn profile_run(lib: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir).arg("profile").arg("run").args(args).env("DQNGPU_NVML_LIB", lib).env_remove("DQNGPU_TOKEN");
+    c
+}
+
+/// Waits up to 20 s for `path` to exist.
+fn wait_for(path: &Path) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(Instant::now() < until, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits up to 20 s for `child` to exit.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("the profiler did not exit within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is still there (and no zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+#[test]
+fn sighup_and_sigquit_end_the_commands_group_and_keep_the_readings() {
+    let d = test_dir("run-signals");
+    let Some(lib) = fake_nvml(&d) else { return };
+    for (sig, close_stderr) in [("HUP", true), ("QUIT", false), ("TERM", false)] {
+        let started = d.join(format!("started-{sig}"));
+        let out = d.join(format!("out-{sig}.json"));
+        // The command writes its pid (which `exec` keeps for the sleep) and then waits.
+        let script = format!("echo $$ > {}.tmp && mv {0}.tmp {0} && exec sleep 30", started.display());
+        let mut child = profile_run(
+            &lib,
+            &d,
+            &["--app", "x", "--interval-ms", "50", "--keep-failed", "-o", out.to_str().unwrap(), "--", "sh", "-c"],
+        )
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        wait_for(&started);
+        let pid: u32 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        // A hung-up terminal: what the profiler writes to stderr from now on goes nowhere.
+        let stderr = child.stderr.take().unwrap();
+        let stderr = if close_stderr {
+            drop(stderr);
+            None
+        } else {
+            Some(stderr)
+        };
+        let k = Command::new("kill").arg(format!("-{sig}")).arg(child.id().to_string()).status().unwrap();
+        assert!(k.success());
+        let st = wait_exit(&mut child);
+        assert_eq!(st.code(), Some(1), "SIG{sig}: the profiler ended with {st}");
+        let p = read_profile(&out).unwrap_or_else(|e| panic!("SIG{sig}: no readings kept: {e}"));
+        assert!(!p.samples.is_empty());
+        if let Some(mut e) = stderr {
+            let mut t = String::new();
+            std::io::Read::read_to_string(&mut e, &mut t).unwrap();
+            assert!(t.contains("stopped by a signal") && t.contains(out.to_str().unwrap()), "SIG{sig}: {t}");
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while running(pid) {
+            assert!(Instant::now() < until, "SIG{sig}: the command (pid {pid}) was left running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
