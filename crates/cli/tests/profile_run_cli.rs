@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{test_dir, BIN};
@@ -110,4 +110,82 @@ fn sighup_and_sigquit_end_the_commands_group_and_keep_the_readings() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn an_output_that_cannot_be_written_is_refused_before_the_command_runs() {
+    let d = test_dir("run-unwritable");
+    let Some(lib) = fake_nvml(&d) else { return };
+    let marker = d.join("ran");
+    let touch = ["--", "sh", "-c", "touch ran; sleep 0.3"];
+    // A --store name made from a long --app: `APP.json` fits in 255 bytes, its temporary
+    // file's name does not.
+    let long_app = "a".repeat(240);
+    let store = d.join("store");
+    let o =
+        profile_run(&lib, &d, &[&["--app", &long_app, "--interval-ms", "50", "--store", "store"][..], &touch].concat())
+            .output()
+            .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("--store") && t.contains("245 bytes") && t.contains("nothing was run"), "{t}");
+    assert!(!marker.exists(), "the command ran although its profile could not be stored");
+    assert_eq!(std::fs::read_dir(&store).map(|r| r.count()).unwrap_or(0), 0);
+    // -o likewise.
+    let long_o = format!("{}.json", "o".repeat(245));
+    let o = profile_run(&lib, &d, &[&["--app", "x", "--interval-ms", "50", "-o", &long_o][..], &touch].concat())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&long_o) && text(&o).contains("nothing was run"), "{}", text(&o));
+    assert!(!marker.exists(), "the command ran although -o could not be written");
+    // A service that does not answer.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let o = profile_run(&lib, &d, &[&["--app", "x", "--interval-ms", "50", "--server", &url][..], &touch].concat())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(&url) && text(&o).contains("nothing was run"), "{}", text(&o));
+    assert!(!marker.exists(), "the command ran although the service does not answer");
+}
+
+#[test]
+fn a_profile_that_cannot_be_written_after_the_run_is_kept_in_the_temporary_directory() {
+    let d = test_dir("run-late");
+    let Some(lib) = fake_nvml(&d) else { return };
+    let tmp = d.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    // The command takes the output's directory away: the write after the run fails.
+    let o = profile_run(
+        &lib,
+        &d,
+        &[
+            "--app",
+            "late",
+            "--interval-ms",
+            "50",
+            "-o",
+            "out/p.json",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; rm -r out; echo > out",
+        ],
+    )
+    .env("TMPDIR", &tmp)
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let kept: Vec<PathBuf> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}: {}", text(&o));
+    let t = text(&o);
+    assert!(t.contains(&kept[0].display().to_string()) && t.contains("out/p.json"), "{t}");
+    let p = read_profile(&kept[0]).unwrap();
+    assert_eq!(p.app.name, "late");
+    assert!(!p.samples.is_empty());
 }

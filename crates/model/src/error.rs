@@ -199,6 +199,22 @@ fn temp_sibling(path: &std::path::Path) -> std::path::PathBuf {
     dir.join(format!(".{name}.tmp{}-{k}", std::process::id()))
 }
 
+/// Checks that `path` can be written the way [`write_file_atomic`] and [`write_file_new`]
+/// write it, changing nothing: creates its temporary sibling (whose name is longer than
+/// `path`'s, so a name too long for the file system fails here) and removes it again. An error
+/// names `path`.
+pub fn probe_write(path: &std::path::Path) -> Result<()> {
+    let tmp = temp_sibling(path);
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        Ok(f) => {
+            drop(f);
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        Err(source) => Err(ModelError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
 /// Writes a new file whole, never replacing one: a temporary sibling hard-linked to `path`
 /// (the link fails when `path` exists, atomically, even against another process). `Ok(false)`
 /// when `path` was taken.

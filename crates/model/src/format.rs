@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{read_file, write_file_atomic, write_file_new, write_files_atomic, Location, ModelError, Result};
+use crate::error::{
+    probe_write, read_file, write_file_atomic, write_file_new, write_files_atomic, Location, ModelError, Result,
+};
 use crate::profile::{AppInfo, AppProfile, RecordedOn};
 use crate::resources::Resources;
 
@@ -360,15 +362,25 @@ pub fn store_stem(name: &str) -> String {
     stem
 }
 
+/// Whether `NAME` is taken in the library directory `dir` (by a `.json` or a `.csv`).
+fn store_name_taken(dir: &Path, name: &str) -> bool {
+    dir.join(format!("{name}.csv")).exists() || dir.join(format!("{name}.json")).exists()
+}
+
+/// The names `--store` tries for app `name` in order: `STEM`, `STEM-2`, `STEM-3`, ...
+fn store_names(name: &str) -> impl Iterator<Item = String> {
+    let stem = store_stem(name);
+    (1..=u32::MAX).map(move |n| if n == 1 { stem.clone() } else { format!("{stem}-{n}") })
+}
+
 /// Adds a profile to the library directory `dir` as `STEM.json`, or `STEM-2.json`,
 /// `STEM-3.json`, ... when taken (by a `.json` or a `.csv`), and returns the path. The file is
 /// created exclusively, so writers racing for one name never replace each other: the loser
 /// takes the next free name.
 pub fn store_profile(p: &AppProfile, dir: &Path) -> Result<std::path::PathBuf> {
-    let (stem, text) = (store_stem(&p.app.name), to_json(p));
-    for n in 1..=u32::MAX {
-        let name = if n == 1 { stem.clone() } else { format!("{stem}-{n}") };
-        if dir.join(format!("{name}.csv")).exists() {
+    let text = to_json(p);
+    for name in store_names(&p.app.name) {
+        if store_name_taken(dir, &name) {
             continue;
         }
         let path = dir.join(format!("{name}.json"));
@@ -376,7 +388,32 @@ pub fn store_profile(p: &AppProfile, dir: &Path) -> Result<std::path::PathBuf> {
             return Ok(path);
         }
     }
-    Err(ModelError::invalid(loc(Some(dir), None, None), format!("no free file name for app `{stem}`")))
+    Err(ModelError::invalid(
+        loc(Some(dir), None, None),
+        format!("no free file name for app `{}`", store_stem(&p.app.name)),
+    ))
+}
+
+/// Checks, changing nothing, that [`store_profile`] can write a profile of app `app` into the
+/// existing directory `dir` under the name it would take now, and returns that path: its
+/// temporary file is created and removed ([`probe_write`]), so an unwritable directory or a
+/// file name too long for the file system fails here, naming the path.
+pub fn probe_store(app: &str, dir: &Path) -> Result<std::path::PathBuf> {
+    let name = store_names(app).find(|n| !store_name_taken(dir, n)).unwrap_or_else(|| store_stem(app));
+    let path = dir.join(format!("{name}.json"));
+    probe_write(&path)?;
+    Ok(path)
+}
+
+/// Checks, changing nothing, that [`write_profile`] can write `path` (and a CSV's sidecar)
+/// in its existing directory: each file's temporary file is created and removed
+/// ([`probe_write`]). An error names the file.
+pub fn probe_profile_write(path: &Path) -> Result<()> {
+    probe_write(path)?;
+    if ProfileFormat::from_path(path)? == ProfileFormat::Csv {
+        probe_write(&sidecar_path(path))?;
+    }
+    Ok(())
 }
 
 /// Writes a profile; CSV also writes the `NAME.meta.json` sidecar. Both atomically.

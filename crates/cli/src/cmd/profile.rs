@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dqngpu_model::format::{read_profile, store_profile, write_profile, ProfileFormat};
+use dqngpu_model::format::{
+    probe_profile_write, probe_store, read_profile, store_profile, write_profile, ProfileFormat,
+};
 use dqngpu_model::{AppInfo, AppKind, AppProfile, ModelError, Resource};
 use dqngpu_profiler::sampler::nvml::{node_name, NvmlSampler};
 use dqngpu_profiler::sampler::{check_device, run_command_until, GpuSampler};
@@ -134,10 +136,10 @@ fn refuse_twin(output: &Path) -> anyhow::Result<()> {
 }
 
 impl OutArgs {
-    /// Fails before any work when the output cannot be written, or when no destination is given
-    /// (a token file is no destination: it goes with `--server`), or when it would replace the
-    /// `input` (flag, path) or sit beside a profile of its name in the other format. Changes
-    /// nothing on disk ([`OutArgs::create_dirs`] does, once the work can start).
+    /// Fails before any work when no destination is given (a token file is no destination: it
+    /// goes with `--server`), or when the output would replace the `input` (flag, path) or sit
+    /// beside a profile of its name in the other format. Changes nothing on disk
+    /// ([`OutArgs::prepare`] does, once the work can start, and checks the output can be written).
     fn check(&self, input: Option<(&str, &Path)>) -> anyhow::Result<()> {
         if self.dest.output.is_none() && self.dest.store.is_none() && self.dest.server.is_none() {
             bail!(
@@ -153,13 +155,35 @@ impl OutArgs {
         Ok(())
     }
 
-    /// Creates the output's directory, or the store.
-    fn create_dirs(&self) -> anyhow::Result<()> {
-        if let Some(dir) = self.dest.output.as_ref().and_then(|o| o.parent()).filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    /// Creates the output's directory, or the store, and makes sure the profile can go there
+    /// before the work starts (`doing`: what would be lost, for the messages): the files the
+    /// write will create are created and removed again (an unwritable directory, a file name
+    /// too long, such as a `--store` name made from a long `--app`), and with `ask_server`,
+    /// `--server` must answer its `/healthz` (`profile run`, whose work cannot be redone
+    /// cheaply; an import just runs again).
+    fn prepare(&self, app: &str, doing: &str, ask_server: bool) -> anyhow::Result<()> {
+        if let Some(o) = &self.dest.output {
+            if let Some(dir) = o.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("-o: creating {}; {doing}", dir.display()))?;
+            }
+            probe_profile_write(o).with_context(|| format!("-o {} cannot be written; {doing}", o.display()))?;
         }
         if let Some(d) = &self.dest.store {
-            std::fs::create_dir_all(d).with_context(|| format!("creating the store directory {}", d.display()))?;
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("creating the store directory {}; {doing}", d.display()))?;
+            probe_store(app, d).with_context(|| {
+                format!(
+                    "--store {}: cannot create the profile file `{}.json` (its name made from --app, {} bytes) there; {doing}",
+                    d.display(),
+                    dqngpu_model::format::store_stem(app),
+                    dqngpu_model::format::store_stem(app).len() + ".json".len()
+                )
+            })?;
+        }
+        if let Some(url) = self.dest.server.as_ref().filter(|_| ask_server) {
+            Conn::new(Some(url.clone()), self.token_file.clone())
+                .call("GET", "/healthz", None, None)
+                .with_context(|| format!("--server {url} does not answer; {doing}"))?;
         }
         Ok(())
     }
@@ -311,7 +335,7 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     let mut sampler = NvmlSampler::open(a.gpu).context("`profile run` samples the GPU through NVML")?;
     let device = sampler.device().clone();
     check_device(&device)?;
-    a.out.create_dirs()?;
+    a.out.prepare(&app.name, "nothing was run", true)?;
     let stop = stop_on_signals()?;
     say!("sampling GPU {} ({}) every {} ms", device.index, device.name, a.interval_ms);
     let outcome = run_command_until(&mut sampler, &a.command, Duration::from_millis(a.interval_ms), stop)?;
@@ -335,14 +359,43 @@ fn run_profile(a: RunArgs) -> anyhow::Result<()> {
     let profile =
         || outcome.profile(app.clone(), &device, &node_name()).context("the readings are no profile; nothing written");
     let Some(failed) = failed else {
-        a.out.write(&profile()?)?;
+        write_or_keep(&a.out, &profile()?)?;
         return Ok(());
     };
     if !a.keep_failed {
         bail!("{failed}; no profile written (--keep-failed writes the readings so far)");
     }
-    let to = a.out.write(&profile()?)?;
+    let to = write_or_keep(&a.out, &profile()?).with_context(|| format!("{failed} (--keep-failed)"))?;
     bail!("{failed}; its {} samples so far were written to {to} (--keep-failed)", outcome.samples.len())
+}
+
+/// Writes a recorded profile where asked; when that fails (checked before the run, but the
+/// disk may fill, the directory go, the service stop), keeps the readings in the system's
+/// temporary directory and names that file in the error.
+fn write_or_keep(out: &OutArgs, p: &AppProfile) -> anyhow::Result<String> {
+    let e = match out.write(p) {
+        Ok(to) => return Ok(to),
+        Err(e) => e,
+    };
+    let dir = std::env::temp_dir();
+    let stem = format!("dqngpu-profile-{}-{}", dqngpu_model::format::store_stem(&p.app.name), std::process::id());
+    let kept = (1..=1000u32)
+        .map(|n| dir.join(if n == 1 { format!("{stem}.json") } else { format!("{stem}-{n}.json") }))
+        .find_map(|path| {
+            match dqngpu_model::error::write_file_new(&path, serde_json::to_string_pretty(p).ok()?.as_bytes()) {
+                Ok(true) => Some(Ok(path)),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            }
+        });
+    match kept {
+        Some(Ok(path)) => Err(e.context(format!(
+            "the profile could not be written where asked; it was saved to {} instead (`dqngpu profile export {0} -o FILE` moves it)",
+            path.display()
+        ))),
+        Some(Err(e2)) => Err(e.context(format!("the profile could not be written where asked, nor kept in {}: {e2}; the readings are lost", dir.display()))),
+        None => Err(e.context(format!("the profile could not be written where asked, nor kept in {} (no free name); the readings are lost", dir.display()))),
+    }
 }
 
 /// A flag set when the profiler gets SIGTERM, SIGINT, SIGHUP or SIGQUIT, so that the run ends
@@ -378,7 +431,7 @@ fn stop_on_signals() -> anyhow::Result<&'static AtomicBool> {
 fn import(a: ImportArgs) -> anyhow::Result<()> {
     let format: ImportFormat = a.format.parse()?;
     a.out.check(Some(("FILE", &a.file)))?;
-    a.out.create_dirs()?;
+    a.out.prepare(&a.prior.app, "nothing was imported", false)?;
     let opts = ImportOptions {
         app: a.prior.info()?,
         gpu: a.gpu,
