@@ -228,3 +228,44 @@ fn processes_the_command_leaves_behind_are_ended_with_a_note() {
     assert!(out.notes.iter().any(|n| n.contains("left processes")), "{:?}", out.notes);
     assert!(ended(pid_in(&pid_file)), "the leftover background process is still running");
 }
+
+/// A double that lists, with 1000 MiB each, every pid named in `pid_file` (one a line).
+struct ListsPids {
+    device: DeviceInfo,
+    pid_file: std::path::PathBuf,
+}
+
+impl GpuSampler for ListsPids {
+    fn device(&self) -> &DeviceInfo {
+        &self.device
+    }
+    fn read(&mut self) -> Result<GpuReading, ProfilerError> {
+        let pids: Vec<u32> = std::fs::read_to_string(&self.pid_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        Ok(GpuReading {
+            gpu_util_pct: 50.0,
+            mem_used_mib: 1000.0 * pids.len() as f64,
+            processes: Some(pids.into_iter().map(|pid| ProcessMemory { pid, used_mib: Some(1000.0) }).collect()),
+            ..Default::default()
+        })
+    }
+}
+
+/// The command's shell writes its own pid, then starts a worker from a subshell that exits at
+/// once (a double fork: init adopts the worker, which stays in the command's process group).
+/// Both hold 1000 MiB: the profile says 2000.
+#[test]
+fn a_reparented_worker_of_the_commands_own_group_counts_toward_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script =
+        format!("echo $$ > {p}.tmp; ( sleep 3 & echo $! >> {p}.tmp ); mv {p}.tmp {p}; sleep 1", p = pids.display());
+    let mut s = ListsPids { device: device(), pid_file: pids.clone() };
+    let out = run_command(&mut s, &argv(&["sh", "-c", &script]), Duration::from_millis(50)).unwrap();
+    assert_eq!(out.attribution.gpu_mem, Scope::ProcessTree);
+    let peak = out.samples.iter().map(|x| x.gpu_mem_mib).fold(0.0, f64::max);
+    assert_eq!(peak, 2000.0, "the worker of the command's own process group was not counted: {:?}", out.notes);
+}

@@ -336,7 +336,8 @@ pub fn run_command_until<S: GpuSampler + ?Sized>(
         if exited {
             break;
         }
-        tree.extend(proc_tree::descendants(root));
+        // The command leads a group of its own, whose id is its pid.
+        tree.extend(proc_tree::command_tree(root, root));
         match sampler.read() {
             Ok(reading) => readings.push(TickReading { tick, reading, tree: tree.clone() }),
             Err(e) => {
