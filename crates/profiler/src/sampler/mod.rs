@@ -193,7 +193,9 @@ pub fn interval_count(wall_s: f64, interval_s: f64) -> usize {
 /// Interval `i` (`[i*dt, (i+1)*dt)`) takes the first reading at tick `> i` (a late reading
 /// covers the ticks it missed); intervals after the last reading hold it. Memory is the sum
 /// over the command's process tree when the driver lists processes in every reading and the
-/// tree was seen among them at least once; otherwise the whole GPU's. SM is the sum of the
+/// tree was seen among them at least once; otherwise the whole GPU's. A reading in which the
+/// driver gives no memory for a process of the tree holds the whole GPU's memory, noted, and
+/// the memory's attribution is then the whole GPU's. SM is the sum of the
 /// tree's per-process SM (mean per pid within the reading, capped at 100) under the same
 /// condition plus per-process SM support in every reading; otherwise the whole GPU's
 /// utilisation. PCIe is TX+RX converted from KB/s to MB/s (10^3 KB = 1 MB).
@@ -205,6 +207,22 @@ pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribut
         .any(|r| r.reading.processes.as_ref().is_some_and(|ps| ps.iter().any(|p| r.tree.contains(&p.pid))));
     let per_process_mem = listed_always && tree_seen;
     let per_process_sm = per_process_mem && readings.iter().all(|r| r.reading.process_sm.is_some());
+    // A process of the tree whose memory the driver does not give (NVML_VALUE_NOT_AVAILABLE,
+    // e.g. under WDDM): the tree's sum is unknown, not that process's 0.
+    let tree_mem_unknown = |r: &TickReading| {
+        r.reading
+            .processes
+            .as_ref()
+            .is_some_and(|ps| ps.iter().any(|p| r.tree.contains(&p.pid) && p.used_mib.is_none()))
+    };
+    let unknown = if per_process_mem { readings.iter().filter(|r| tree_mem_unknown(r)).count() } else { 0 };
+    if unknown > 0 {
+        notes.push(format!(
+            "the driver gave no per-process memory for a process of the command's tree in {unknown} of {} readings; {} the whole GPU's memory",
+            readings.len(),
+            if unknown == readings.len() { "memory is" } else { "those readings hold" }
+        ));
+    }
     if !listed_always {
         notes.push("the driver does not list GPU processes; memory is the whole GPU's".into());
     } else if !tree_seen {
@@ -223,7 +241,7 @@ pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribut
         .iter()
         .map(|r| {
             let g = &r.reading;
-            let mem = if per_process_mem {
+            let mem = if per_process_mem && !tree_mem_unknown(r) {
                 g.processes
                     .as_ref()
                     .map(|ps| ps.iter().filter(|p| r.tree.contains(&p.pid)).filter_map(|p| p.used_mib).sum())
@@ -248,7 +266,7 @@ pub fn assemble(readings: &[TickReading], n: usize) -> (Vec<Resources>, Attribut
     let scope = |b: bool| if b { Scope::ProcessTree } else { Scope::WholeGpu };
     let attribution = Attribution {
         gpu_util: Scope::WholeGpu,
-        gpu_mem: scope(per_process_mem),
+        gpu_mem: scope(per_process_mem && unknown == 0),
         sm: scope(per_process_sm),
         pcie: Scope::WholeGpu,
     };
@@ -458,6 +476,35 @@ mod tests {
         assert_eq!((a.gpu_mem, a.sm), (Scope::ProcessTree, Scope::WholeGpu));
         assert_eq!(s[0].sm_pct, 60.0);
         assert!(notes.iter().any(|n| n.contains("per-process SM")), "{notes:?}");
+    }
+
+    #[test]
+    fn memory_the_driver_cannot_give_for_the_tree_is_the_whole_gpus_not_zero() {
+        let mut none = reading(80.0, 6000.0, Some(vec![(7, 4000.0), (10, 0.0)]), None);
+        none.processes.as_mut().unwrap()[1].used_mib = None;
+        // Tick 1: pid 10 (ours) has no memory figure; tick 2: it has 1000 MiB.
+        let rs = [
+            tick(1, none.clone(), &[10]),
+            tick(2, reading(80.0, 6000.0, Some(vec![(7, 4000.0), (10, 1000.0)]), None), &[10]),
+        ];
+        let (s, a, notes) = assemble(&rs, 2);
+        assert_eq!(s[0].gpu_mem_mib, 6000.0);
+        assert_eq!(s[1].gpu_mem_mib, 1000.0);
+        assert_eq!(a.gpu_mem, Scope::WholeGpu);
+        assert!(
+            notes.iter().any(|n| n.contains("no per-process memory") && n.contains("1 of 2 readings")),
+            "{notes:?}"
+        );
+        // Another process's missing figure changes nothing.
+        let mut other = reading(80.0, 6000.0, Some(vec![(7, 0.0), (10, 1000.0)]), None);
+        other.processes.as_mut().unwrap()[0].used_mib = None;
+        let (s, a, notes) = assemble(&[tick(1, other, &[10])], 1);
+        assert_eq!((s[0].gpu_mem_mib, a.gpu_mem), (1000.0, Scope::ProcessTree));
+        assert!(!notes.iter().any(|n| n.contains("no per-process memory")), "{notes:?}");
+        // Never given: all whole-GPU.
+        let (s, a, notes) = assemble(&[tick(1, none, &[10])], 1);
+        assert_eq!((s[0].gpu_mem_mib, a.gpu_mem), (6000.0, Scope::WholeGpu));
+        assert!(notes.iter().any(|n| n.contains("memory is the whole GPU's")), "{notes:?}");
     }
 
     #[test]
