@@ -835,3 +835,15 @@ fn run_without_a_driver_creates_no_output_directory_or_store() {
     }
     assert!(!d.join("out").exists() && !d.join("store").exists());
 }
+
+#[test]
+fn an_output_named_like_a_sidecar_is_refused() {
+    let d = test_dir("meta-out");
+    let log = d.join("s.csv");
+    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
+    let out = d.join("x.meta.json");
+    let o = import_smi(&log, "x", &["-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("x.meta.json") && text(&o).contains("sidecar"), "{}", text(&o));
+    assert!(!out.exists());
+}

@@ -352,14 +352,33 @@ fn to_json(p: &AppProfile) -> String {
 }
 
 /// The file stem `--store` gives app `name`: characters other than ASCII letters, digits and
-/// `-_.` become `_`, and a leading dot (which would hide the file) gets a `_` before it.
+/// `-_.` become `_`, a leading dot (which would hide the file) gets a `_` before it, and a
+/// final `.meta` (in any case) becomes `_meta` (`x.meta.json` is the sidecar of `x.csv` to a
+/// library reader).
 pub fn store_stem(name: &str) -> String {
     let mut stem: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     if stem.starts_with('.') || stem.is_empty() {
         stem.insert(0, '_');
     }
+    if stem.to_ascii_lowercase().ends_with(".meta") {
+        let dot = stem.len() - ".meta".len();
+        stem.replace_range(dot..=dot, "_");
+    }
     stem
+}
+
+/// Refuses a profile file named `NAME.meta.json` (in any case): that is the name of a CSV
+/// profile's sidecar, which a library reader skips (or reads as the sidecar of `NAME.csv`).
+pub fn refuse_sidecar_name(path: &Path) -> Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    if name.ends_with(".meta.json") {
+        return Err(ModelError::invalid(
+            loc(Some(path), None, None),
+            "a profile cannot be named NAME.meta.json: that is the name of the sidecar of a CSV profile NAME.csv, which a library reads as such and never as a profile; choose another name",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `NAME` is taken in the library directory `dir` (by a `.json` or a `.csv`).
@@ -409,6 +428,7 @@ pub fn probe_store(app: &str, dir: &Path) -> Result<std::path::PathBuf> {
 /// in its existing directory: each file's temporary file is created and removed
 /// ([`probe_write`]). An error names the file.
 pub fn probe_profile_write(path: &Path) -> Result<()> {
+    refuse_sidecar_name(path)?;
     probe_write(path)?;
     if ProfileFormat::from_path(path)? == ProfileFormat::Csv {
         probe_write(&sidecar_path(path))?;
@@ -416,8 +436,10 @@ pub fn probe_profile_write(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes a profile; CSV also writes the `NAME.meta.json` sidecar. Both atomically.
+/// Writes a profile; CSV also writes the `NAME.meta.json` sidecar. Both atomically. A path
+/// named like a sidecar is refused ([`refuse_sidecar_name`]).
 pub fn write_profile(p: &AppProfile, path: &Path) -> Result<()> {
+    refuse_sidecar_name(path)?;
     match ProfileFormat::from_path(path)? {
         ProfileFormat::Json => write_file_atomic(path, to_json(p).as_bytes()),
         ProfileFormat::Csv => {
@@ -588,6 +610,37 @@ mod tests {
         assert!(write_profile(&steady(3, 1.0), &path).is_err());
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, [std::ffi::OsString::from("p.meta.json")], "only the directory that was there");
+    }
+
+    fn app(name: &str) -> AppProfile {
+        let mut p = steady(2, 1.0);
+        p.app.name = name.into();
+        p
+    }
+
+    /// `x.meta.json` is the sidecar of `x.csv` to the library reader: `--store` never writes
+    /// it (the profile would not be in the library, or would break the library holding `x.csv`),
+    /// and `-o` refuses it.
+    #[test]
+    fn an_app_whose_name_ends_in_meta_is_stored_where_the_library_sees_it() {
+        let d = tempfile::tempdir().unwrap();
+        let path = store_profile(&app("x.meta"), d.path()).unwrap();
+        assert_eq!(path.file_name().unwrap(), "x_meta.json");
+        assert!(crate::library::read_dir_library(d.path()).unwrap().apps.contains_key("x.meta"));
+        assert_eq!(store_stem("Y.META"), "Y_META");
+        assert_eq!(store_stem(".meta"), "__meta");
+        // Beside a sidecar-less x.csv.
+        let d = tempfile::tempdir().unwrap();
+        write_profile(&app("x"), &d.path().join("x.csv")).unwrap();
+        std::fs::remove_file(d.path().join("x.meta.json")).unwrap();
+        store_profile(&app("x.meta"), d.path()).unwrap();
+        let lib = crate::library::read_dir_library(d.path()).unwrap();
+        assert!(lib.apps.contains_key("x") && lib.apps.contains_key("x.meta"), "{:?}", lib.apps.keys());
+        for name in ["p.meta.json", "P.Meta.JSON"] {
+            let e = write_profile(&app("p"), &d.path().join(name)).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("sidecar"), "{e}");
+            assert!(!d.path().join(name).exists());
+        }
     }
 
     #[test]

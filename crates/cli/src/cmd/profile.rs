@@ -121,6 +121,7 @@ fn refuse_profile_over_input(output: &Path, input: (&str, &Path)) -> anyhow::Res
 /// directory holding both is no library (`--library` refuses it), so writing one would break
 /// the directory the other is in. (A log beside it, such as the one imported, is no profile.)
 fn refuse_twin(output: &Path) -> anyhow::Result<()> {
+    dqngpu_model::format::refuse_sidecar_name(output)?;
     let twin = match ProfileFormat::from_path(output)? {
         ProfileFormat::Csv => output.with_extension("json"),
         ProfileFormat::Json => output.with_extension("csv"),
