@@ -381,9 +381,17 @@ pub fn refuse_sidecar_name(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether `NAME` is taken in the library directory `dir` (by a `.json` or a `.csv`).
-fn store_name_taken(dir: &Path, name: &str) -> bool {
-    dir.join(format!("{name}.csv")).exists() || dir.join(format!("{name}.json")).exists()
+/// The stems of the profiles in the library directory `dir`: files ending in `.csv` or
+/// `.json` in any case, as the library reads them (`BERT.CSV` takes `BERT`).
+fn profile_stems(dir: &Path) -> std::collections::BTreeSet<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Default::default() };
+    rd.flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+            (ext == "csv" || ext == "json").then(|| path.file_stem()?.to_str().map(str::to_string))?
+        })
+        .collect()
 }
 
 /// The names `--store` tries for app `name` in order: `STEM`, `STEM-2`, `STEM-3`, ...
@@ -393,13 +401,15 @@ fn store_names(name: &str) -> impl Iterator<Item = String> {
 }
 
 /// Adds a profile to the library directory `dir` as `STEM.json`, or `STEM-2.json`,
-/// `STEM-3.json`, ... when taken (by a `.json` or a `.csv`), and returns the path. The file is
+/// `STEM-3.json`, ... when taken (by a `.json` or a `.csv`, extensions in any case), and
+/// returns the path. The file is
 /// created exclusively, so writers racing for one name never replace each other: the loser
 /// takes the next free name.
 pub fn store_profile(p: &AppProfile, dir: &Path) -> Result<std::path::PathBuf> {
     let text = to_json(p);
+    let taken = profile_stems(dir);
     for name in store_names(&p.app.name) {
-        if store_name_taken(dir, &name) {
+        if taken.contains(&name) {
             continue;
         }
         let path = dir.join(format!("{name}.json"));
@@ -418,7 +428,8 @@ pub fn store_profile(p: &AppProfile, dir: &Path) -> Result<std::path::PathBuf> {
 /// temporary file is created and removed ([`probe_write`]), so an unwritable directory or a
 /// file name too long for the file system fails here, naming the path.
 pub fn probe_store(app: &str, dir: &Path) -> Result<std::path::PathBuf> {
-    let name = store_names(app).find(|n| !store_name_taken(dir, n)).unwrap_or_else(|| store_stem(app));
+    let taken = profile_stems(dir);
+    let name = store_names(app).find(|n| !taken.contains(n)).unwrap_or_else(|| store_stem(app));
     let path = dir.join(format!("{name}.json"));
     probe_write(&path)?;
     Ok(path)
@@ -641,6 +652,21 @@ mod tests {
             assert!(e.contains(name) && e.contains("sidecar"), "{e}");
             assert!(!d.path().join(name).exists());
         }
+    }
+
+    /// The library reads `BERT.CSV` (extensions in any case): the store never writes a
+    /// `bert.json` beside `bert.CSV` (a directory holding both is no library).
+    #[test]
+    fn the_store_never_writes_a_json_twin_of_an_upper_case_csv_or_json() {
+        let d = tempfile::tempdir().unwrap();
+        write_profile(&app("bert"), &d.path().join("bert.CSV")).unwrap();
+        std::fs::write(d.path().join("gpt.JSON"), to_json(&app("gpt"))).unwrap();
+        assert_eq!(crate::library::read_dir_library(d.path()).unwrap().apps.len(), 2);
+        assert_eq!(store_profile(&app("bert"), d.path()).unwrap().file_name().unwrap(), "bert-2.json");
+        assert_eq!(store_profile(&app("gpt"), d.path()).unwrap().file_name().unwrap(), "gpt-2.json");
+        assert_eq!(crate::library::read_dir_library(d.path()).unwrap().apps.len(), 4);
+        // A stem of another case is another name.
+        assert_eq!(store_profile(&app("BERT"), d.path()).unwrap().file_name().unwrap(), "BERT.json");
     }
 
     #[test]
