@@ -178,7 +178,9 @@ fn import_ls_show_export_and_simulate_from_the_library() {
     let deep = d.join("plots/deep/lammps.png");
     ok(&["profile", "show", "lammps", "--library", lib_s, "--png", deep.to_str().unwrap()]);
     assert!(deep.is_file());
-    let o = dqngpu(&["profile", "show", "lammps", "--library", lib_s, "--png", d.to_str().unwrap()]);
+    let dir_png = d.join("dir.png");
+    std::fs::create_dir_all(&dir_png).unwrap();
+    let o = dqngpu(&["profile", "show", "lammps", "--library", lib_s, "--png", dir_png.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(!text(&o).contains("ImageError") && text(&o).contains("cannot write it"), "{}", text(&o));
     let t = ok(&["profile", "show", "resnet-2", "--library", lib_s]);
@@ -846,4 +848,31 @@ fn an_output_named_like_a_sidecar_is_refused() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("x.meta.json") && text(&o).contains("sidecar"), "{}", text(&o));
     assert!(!out.exists());
+}
+
+#[test]
+fn show_png_never_truncates_a_file_that_is_no_png() {
+    let d = test_dir("png");
+    let log = d.join("s.csv");
+    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
+    let prof = d.join("p.json");
+    assert!(import_smi(&log, "p", &["-o", prof.to_str().unwrap()]).status.success());
+    let before = std::fs::read(&prof).unwrap();
+    let prof_s = prof.to_str().unwrap();
+    // The profile itself as the chart.
+    let o = dqngpu(&["profile", "show", prof_s, "--png", prof_s]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--png") && text(&o).contains("p.json"), "{}", text(&o));
+    assert_eq!(std::fs::read(&prof).unwrap(), before, "the profile was overwritten");
+    // Another file that is no .png.
+    let notes = d.join("notes.txt");
+    std::fs::write(&notes, "keep").unwrap();
+    let o = dqngpu(&["profile", "show", prof_s, "--png", notes.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains(".png") && text(&o).contains("notes.txt"), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "keep");
+    // A .PNG in any case is drawn.
+    let chart = d.join("chart.PNG");
+    ok(&["profile", "show", prof_s, "--png", chart.to_str().unwrap()]);
+    assert_eq!(&std::fs::read(&chart).unwrap()[..4], b"\x89PNG");
 }

@@ -67,19 +67,49 @@ fn register_font() {
 }
 
 /// Draws the four curves over progress time, one panel each, into a PNG of `width`x`height`.
+/// `path` must end in `.png` (any case); the chart is drawn into a temporary file beside it
+/// and renamed into place, so a failed drawing never leaves a half-written or emptied file.
 pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<(), ProfilerError> {
     register_font();
     let err = |e: String| ProfilerError::Plot { path: path.to_path_buf(), message: e };
+    let is_png = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if !is_png {
+        return Err(err("a chart is written as PNG: give a file name ending in .png".into()));
+    }
     // Its folder is made, and a file that cannot be written is named with the OS's reason
     // here: the plotting library would report it only at the end, as a debug dump.
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
         std::fs::create_dir_all(dir).map_err(|e| err(format!("cannot create its folder: {e}")))?;
     }
-    std::fs::File::create(path).map_err(|e| err(format!("cannot write it: {e}")))?;
+    if path.is_dir() {
+        return Err(err("cannot write it: it is a directory".into()));
+    }
+    // Hidden, unique to the process, and ending in .png (the encoder goes by the extension).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.unwrap_or(Path::new(".")).join(format!(".{stem}.tmp{}-{k}.png", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| err(format!("cannot write its temporary file {}: {e}", tmp.display())))?;
+    let drawn = draw_into(p, &tmp, width, height)
+        .map_err(err)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| err(format!("cannot write it: {e}"))));
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
+}
+
+/// [`draw_png`]'s drawing, into `path`.
+fn draw_into(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<(), String> {
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
     let title = format!("{}: {} samples every {} s ({:.0} s)", p.app.name, p.samples.len(), p.interval_s, p.solo_s());
-    let root = root.titled(&title, (FONT, 22)).map_err(|e| err(e.to_string()))?;
+    let root = root.titled(&title, (FONT, 22)).map_err(|e| e.to_string())?;
     let panels = root.split_evenly((Resource::ALL.len(), 1));
     let colours = [BLUE, RED, GREEN, MAGENTA];
     let t_end = p.solo_s();
@@ -94,7 +124,7 @@ pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<
             .x_label_area_size(36)
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..t_end, 0.0..y_max)
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
             .x_desc("progress time (s)")
@@ -104,15 +134,15 @@ pub fn draw_png(p: &AppProfile, path: &Path, width: u32, height: u32) -> Result<
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 14))
             .draw()
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         // Step line: sample i holds over [i*dt, (i+1)*dt).
         let pts = ys.iter().enumerate().flat_map(|(i, &y)| {
             let a = i as f64 * p.interval_s;
             [(a, y), (a + p.interval_s, y)]
         });
-        chart.draw_series(LineSeries::new(pts, colour.stroke_width(2))).map_err(|e| err(e.to_string()))?;
+        chart.draw_series(LineSeries::new(pts, colour.stroke_width(2))).map_err(|e| e.to_string())?;
     }
-    root.present().map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -142,7 +172,35 @@ mod tests {
         let nested = dir.path().join("no/such/dir/x.png");
         draw_png(&p, &nested, 600, 500).unwrap();
         assert!(nested.is_file());
-        let e = draw_png(&p, &dir.path().join("no"), 600, 500).unwrap_err().to_string();
-        assert!(e.contains("no") && e.contains("cannot write it"), "{e}");
+        let e = draw_png(&p, &dir.path().join("no.png"), 600, 500);
+        assert!(e.is_ok(), "{e:?}");
+        std::fs::create_dir(dir.path().join("d.png")).unwrap();
+        let e = draw_png(&p, &dir.path().join("d.png"), 600, 500).unwrap_err().to_string();
+        assert!(e.contains("d.png") && e.contains("cannot write it"), "{e}");
+        // Any case of .png; no temporary file is left behind.
+        draw_png(&p, &dir.path().join("UP.PNG"), 600, 500).unwrap();
+        let hidden: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
+    }
+
+    /// A path that is no .png (the profile itself, say) is refused before anything is
+    /// written: it was truncated first.
+    #[test]
+    fn a_path_that_is_no_png_is_refused_and_left_alone() {
+        let samples = (0..3).map(|i| dqngpu_model::Resources::new(f64::from(i), 100.0, 50.0, 2.0)).collect();
+        let p =
+            AppProfile::new(dqngpu_model::AppInfo { name: "demo".into(), ..Default::default() }, 1.0, samples).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["demo.json", "demo", "demo.png.csv"] {
+            let out = dir.path().join(name);
+            std::fs::write(&out, "keep me").unwrap();
+            let e = draw_png(&p, &out, 600, 500).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains(".png"), "{e}");
+            assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+        }
     }
 }

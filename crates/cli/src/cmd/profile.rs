@@ -586,6 +586,18 @@ fn load_one(name: &str, source: &SourceArgs) -> anyhow::Result<Entry> {
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<()> {
+    // Checked before anything is read or printed; `plot::draw_png` checks the extension too.
+    if let Some(png) = &a.png {
+        if a.source.library.is_none() && a.source.server.is_none() {
+            let input = Path::new(&a.name);
+            super::refuse_output_over_input("--png", png, &[("NAME", input)])?;
+            let sidecar = dqngpu_model::format::sidecar_path(input);
+            super::refuse_output_over_input("--png", png, &[("NAME's sidecar", &sidecar)])?;
+        }
+        if !png.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+            bail!("--png {}: a chart is written as PNG; give a file name ending in .png", png.display());
+        }
+    }
     let e = load_one(&a.name, &a.source)?;
     let Some(p) = &e.profile else {
         // The service keeps summaries: shown, and not a failure unless a plot was asked for.
