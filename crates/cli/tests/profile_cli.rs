@@ -876,3 +876,17 @@ fn show_png_never_truncates_a_file_that_is_no_png() {
     ok(&["profile", "show", prof_s, "--png", chart.to_str().unwrap()]);
     assert_eq!(&std::fs::read(&chart).unwrap()[..4], b"\x89PNG");
 }
+
+#[test]
+fn export_over_an_existing_file_says_replaced() {
+    let d = test_dir("export-replaced");
+    let log = d.join("s.csv");
+    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
+    let prof = d.join("p.json");
+    assert!(import_smi(&log, "p", &["-o", prof.to_str().unwrap()]).status.success());
+    let out = d.join("out.csv");
+    let t = ok(&["profile", "export", prof.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(t.contains(&format!("wrote {}", out.display())), "{t}");
+    let t = ok(&["profile", "export", prof.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(t.contains(&format!("replaced {}", out.display())), "{t}");
+}

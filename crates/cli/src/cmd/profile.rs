@@ -652,7 +652,9 @@ fn export(a: ExportArgs) -> anyhow::Result<()> {
     let source = SourceArgs { library: a.library.clone(), server: None, token_file: None };
     let e = load_one(&a.input, &source)?;
     let p = e.profile.context("no profile")?;
+    // A profile already there is replaced, as `-o` does everywhere, and that is said.
+    let verb = if a.output.exists() { "replaced" } else { "wrote" };
     write_profile(&p, &a.output)?;
-    eprintln!("wrote {}", a.output.display());
+    eprintln!("{verb} {}", a.output.display());
     Ok(())
 }
