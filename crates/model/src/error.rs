@@ -192,11 +192,16 @@ pub fn write_file_atomic(path: &std::path::Path, contents: &[u8]) -> Result<()> 
 /// The temporary sibling a file is written to before its rename: hidden (a library reader
 /// skips it), and unique to the process and the call, so writers racing never share one.
 fn temp_sibling(path: &std::path::Path) -> std::path::PathBuf {
+    sibling(path, "tmp")
+}
+
+/// A hidden sibling `.NAME.KINDPID-K` of `path`, unique to the process and the call.
+fn sibling(path: &std::path::Path, kind: &str) -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dir.join(format!(".{name}.tmp{}-{k}", std::process::id()))
+    dir.join(format!(".{name}.{kind}{}-{k}", std::process::id()))
 }
 
 /// Checks that `path` can be written the way [`write_file_atomic`] and [`write_file_new`]
@@ -233,31 +238,67 @@ pub fn write_file_new(path: &std::path::Path, contents: &[u8]) -> Result<bool> {
 
 /// Writes files that belong together (a CSV profile and its sidecar) so that either all are
 /// written or none is: every one to a temporary sibling first, then the renames, last file
-/// first; a failed write or rename removes the temporaries and the files already renamed.
+/// first. Files already there are kept as backups first (a hard link, else a copy), so a
+/// failed write or rename removes the temporaries and puts back what was there: the old
+/// files where there were some (an old CSV keeps its old sidecar), nothing where there were
+/// none.
 pub fn write_files_atomic(files: &[(&std::path::Path, &[u8])]) -> Result<()> {
     let temps: Vec<_> = files.iter().map(|(p, _)| temp_sibling(p)).collect();
-    let undo = |renamed: &[&std::path::Path]| {
-        for t in &temps {
+    let mut backups: Vec<Option<std::path::PathBuf>> = Vec::with_capacity(files.len());
+    let drop_all = |temps: &[std::path::PathBuf], backups: &[Option<std::path::PathBuf>]| {
+        for t in temps.iter().chain(backups.iter().flatten()) {
             let _ = std::fs::remove_file(t);
         }
-        for p in renamed {
-            let _ = std::fs::remove_file(p);
-        }
     };
+    for (path, _) in files {
+        if !path.is_file() {
+            backups.push(None);
+            continue;
+        }
+        let b = sibling(path, "old");
+        if let Err(source) = std::fs::hard_link(path, &b).or_else(|_| std::fs::copy(path, &b).map(|_| ())) {
+            drop_all(&[], &backups);
+            let _ = std::fs::remove_file(&b);
+            return Err(ModelError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    source.kind(),
+                    format!("cannot keep a backup of it ({}): {source}", b.display()),
+                ),
+            });
+        }
+        backups.push(Some(b));
+    }
     for ((path, contents), tmp) in files.iter().zip(&temps) {
         if let Err(source) = std::fs::write(tmp, contents) {
-            undo(&[]);
+            drop_all(&temps, &backups);
             return Err(ModelError::Io { path: path.to_path_buf(), source });
         }
     }
-    let mut renamed = Vec::new();
-    for ((path, _), tmp) in files.iter().zip(&temps).rev() {
+    let mut renamed: Vec<usize> = Vec::new();
+    for (i, ((path, _), tmp)) in files.iter().zip(&temps).enumerate().rev() {
         if let Err(source) = std::fs::rename(tmp, path) {
-            undo(&renamed);
-            return Err(ModelError::Io { path: path.to_path_buf(), source });
+            // Undo: the old file back where there was one, else the new one removed.
+            let mut lost = Vec::new();
+            for &j in &renamed {
+                let restored = match &backups[j] {
+                    Some(b) => std::fs::rename(b, files[j].0),
+                    None => std::fs::remove_file(files[j].0),
+                };
+                if restored.is_err() {
+                    lost.push(files[j].0.display().to_string());
+                }
+            }
+            drop_all(&temps, &backups);
+            let mut msg = source.to_string();
+            if !lost.is_empty() {
+                msg.push_str(&format!("; and {} could not be put back as it was", lost.join(", ")));
+            }
+            return Err(ModelError::Io { path: path.to_path_buf(), source: std::io::Error::new(source.kind(), msg) });
         }
-        renamed.push(*path);
+        renamed.push(i);
     }
+    drop_all(&[], &backups);
     Ok(())
 }
 
@@ -274,6 +315,36 @@ mod tests {
         assert!(e.contains("jobs.csv, line 3") && e.contains("not UTF-8") && e.contains("byte 20"), "{e}");
         std::fs::write(&path, "id,app\n").unwrap();
         assert_eq!(read_file(&path).unwrap(), "id,app\n");
+    }
+
+    /// The second file's rename fails after the first's (the one renamed first) succeeded:
+    /// both old files are there as they were, and no temporary or backup is left.
+    #[test]
+    fn a_failed_rename_puts_the_old_files_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (csv, meta) = (dir.path().join("p.csv"), dir.path().join("p.meta.json"));
+        std::fs::write(&meta, "old sidecar").unwrap();
+        // A non-empty directory where the CSV goes: a file cannot be renamed over it.
+        std::fs::create_dir(&csv).unwrap();
+        std::fs::write(csv.join("inside"), "x").unwrap();
+        let e = write_files_atomic(&[(&csv, b"new csv"), (&meta, b"new sidecar")]).unwrap_err().to_string();
+        assert!(e.contains("p.csv"), "{e}");
+        assert_eq!(std::fs::read_to_string(&meta).unwrap(), "old sidecar", "the old sidecar was not kept");
+        let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["p.csv", "p.meta.json"], "temporaries or backups left");
+        // Where there was nothing, nothing is left.
+        std::fs::remove_file(&meta).unwrap();
+        assert!(write_files_atomic(&[(&csv, b"new csv"), (&meta, b"new sidecar")]).is_err());
+        assert!(!meta.exists());
+        // A write that succeeds replaces both and leaves no backup.
+        std::fs::remove_dir_all(&csv).unwrap();
+        std::fs::write(&csv, "old csv").unwrap();
+        std::fs::write(&meta, "old sidecar").unwrap();
+        write_files_atomic(&[(&csv, b"new csv"), (&meta, b"new sidecar")]).unwrap();
+        assert_eq!(std::fs::read_to_string(&csv).unwrap(), "new csv");
+        assert_eq!(std::fs::read_to_string(&meta).unwrap(), "new sidecar");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]
