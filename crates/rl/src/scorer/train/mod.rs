@@ -314,7 +314,9 @@ fn pg_stage(
 ) -> Result<bool, RlError> {
     let mut opt = Opt::new(cfg.optimizer, l.net.vars(), cfg.lr)?;
     for it in 0..cfg.iterations {
-        let stats = pg_iteration(task, cfg, l.recipe, l.net, &mut opt, l.greedy, it, started)?;
+        // The draws go on from the last stage's (its sets' windows and samples are not replayed).
+        let draw = curve.len();
+        let stats = pg_iteration(task, cfg, l.recipe, l.net, &mut opt, l.greedy, (it, draw), started)?;
         curve.push(stats);
         let last = it + 1 == cfg.iterations;
         let go_on = on_iter(&stats);

@@ -203,3 +203,21 @@ fn the_rules_run_each_episode_told_its_budget() {
     }
     assert!(shared > 0, "some rule shares a GPU (else the budget is never tested)");
 }
+
+/// A set's advantages are centred and in units of its rollouts' spread, whatever the costs'
+/// scale (so the entropy bonus weighs the same against them on short and long sets); equal
+/// costs give none.
+#[test]
+fn advantages_are_centred_in_units_of_the_sets_spread() {
+    use super::gradient::set_advantages;
+    for scale in [1.0, 1e3, 1e6] {
+        let costs: Vec<f64> = [100.0, 104.0, 98.0, 102.0].iter().map(|c| c * scale).collect();
+        let a = set_advantages(&costs);
+        let mean = a.iter().map(|&x| f64::from(x)).sum::<f64>() / 4.0;
+        let var = a.iter().map(|&x| (f64::from(x) - mean).powi(2)).sum::<f64>() / 4.0;
+        assert!(mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-5, "{scale}: {a:?}");
+        // The cheapest rollout is the most advantaged.
+        assert!(a[2] > a[0] && a[0] > a[3] && a[3] > a[1], "{a:?}");
+    }
+    assert_eq!(set_advantages(&[5.0, 5.0, 5.0]), vec![0.0; 3]);
+}
