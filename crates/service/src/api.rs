@@ -420,11 +420,14 @@ async fn post_profile(
     // the catalogue's largest card too).
     too_big_here(&s, &p).map_err(|m| ApiError::Unprocessable(format!("profile: {m}")))?;
     p.validate().map_err(|e| ApiError::BadRequest(format!("profile: {e}")))?;
-    s.core.store.put_profile(&p, ProfileSource::Api.as_str(), unix_now())?;
+    let replaced = s.core.store.put_profile(&p, ProfileSource::Api.as_str(), unix_now())?;
     let name = p.app.name.clone();
     s.core.profiles.put(p, ProfileSource::Api);
     s.core.wake.notify_one();
-    Ok((StatusCode::CREATED, Json(json!({ "app": name }))).into_response())
+    // 201 for a new app's profile, 200 when it replaced one (posted or observed): the client
+    // is told, not left to find out.
+    let status = if replaced { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, Json(json!({ "app": name, "replaced": replaced }))).into_response())
 }
 
 /// The first field of `sent` (a request body) that `known` (what it was read into, written

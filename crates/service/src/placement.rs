@@ -358,8 +358,10 @@ impl Placer {
         };
         let interval = wall / samples.len() as f64;
         let p = AppProfile::new(info, interval, samples)?;
-        self.core.store.put_profile(&p, ProfileSource::Observed.as_str(), now)?;
-        self.core.profiles.put(p, ProfileSource::Observed);
+        // A profile posted since the check above wins: it is the operator's.
+        if self.core.store.add_profile(&p, ProfileSource::Observed.as_str(), now)? {
+            self.core.profiles.put(p, ProfileSource::Observed);
+        }
         Ok(())
     }
 

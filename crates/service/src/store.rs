@@ -470,16 +470,32 @@ impl Store {
         Ok(Some(out))
     }
 
-    /// Stores (replacing) an app's profile.
-    pub fn put_profile(&self, p: &AppProfile, source: &str, now: f64) -> Result<()> {
-        let conn = self.lock()?;
-        conn.execute(
+    /// Stores (replacing) an app's profile; true when it replaced one.
+    pub fn put_profile(&self, p: &AppProfile, source: &str, now: f64) -> Result<bool> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let had: bool =
+            tx.query_row("SELECT EXISTS(SELECT 1 FROM profiles WHERE app = ?1)", params![p.app.name], |r| r.get(0))?;
+        tx.execute(
             "INSERT INTO profiles (app, profile, source, updated_at) VALUES (?1, ?2, ?3, ?4) \
              ON CONFLICT(app) DO UPDATE SET profile = excluded.profile, source = excluded.source, \
              updated_at = excluded.updated_at",
             params![p.app.name, json(p)?, source, now],
         )?;
-        Ok(())
+        tx.commit()?;
+        Ok(had)
+    }
+
+    /// Stores an app's profile only where it has none (an observed one never replaces a profile
+    /// posted meanwhile); true when stored.
+    pub fn add_profile(&self, p: &AppProfile, source: &str, now: f64) -> Result<bool> {
+        let conn = self.lock()?;
+        let n = conn.execute(
+            "INSERT INTO profiles (app, profile, source, updated_at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT(app) DO NOTHING",
+            params![p.app.name, json(p)?, source, now],
+        )?;
+        Ok(n == 1)
     }
 
     /// Every stored profile with its source (`api` or `observed`).
@@ -599,5 +615,24 @@ mod tests {
         assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::Cancelled));
         assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::AlreadyFinal(JobState::Cancelled)));
         assert_eq!(s.cancel(999, 6.0).unwrap(), None);
+    }
+
+    /// A profile posted while an app's first job ran is not replaced by the profile that run
+    /// leaves (the operator's wins); a posted one replaces any, and says whether it did.
+    #[test]
+    fn an_observed_profile_never_replaces_a_posted_one() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("db.sqlite")).unwrap();
+        let profile = |mem: f64| {
+            let samples = vec![dqngpu_model::Resources::new(10.0, mem, 10.0, 0.0); 3];
+            AppProfile::new(dqngpu_model::AppInfo { name: "a".into(), ..Default::default() }, 1.0, samples).unwrap()
+        };
+        assert!(!s.put_profile(&profile(100.0), "api", 1.0).unwrap());
+        assert!(!s.add_profile(&profile(200.0), "observed", 2.0).unwrap());
+        let stored = s.profiles().unwrap();
+        assert_eq!((stored.len(), stored[0].1.as_str()), (1, "api"));
+        assert_eq!(stored[0].0.samples[0].gpu_mem_mib, 100.0);
+        assert!(s.put_profile(&profile(300.0), "api", 3.0).unwrap());
+        assert_eq!(s.profiles().unwrap()[0].0.samples[0].gpu_mem_mib, 300.0);
     }
 }

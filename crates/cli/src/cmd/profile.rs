@@ -204,7 +204,11 @@ impl OutArgs {
         } else if let Some(url) = &self.dest.server {
             let conn = Conn::new(Some(url.clone()), self.token_file.clone());
             let reply = conn.call("POST", "/v1/profiles", Some(serde_json::to_value(p)?), None)?;
-            say!("posted `{}` to {url}: {reply}", p.app.name);
+            if reply["replaced"] == true {
+                say!("replaced `{}`'s profile on {url}", p.app.name);
+            } else {
+                say!("posted `{}` to {url}: {reply}", p.app.name);
+            }
             return Ok(url.clone());
         } else {
             bail!("no destination for the profile");

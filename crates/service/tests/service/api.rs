@@ -231,3 +231,20 @@ async fn a_page_of_jobs_is_capped_in_bytes_and_next_after_reaches_every_job() {
     assert!(v["next_after"].is_null(), "{}", v["next_after"]);
     t.service.stop().await;
 }
+
+/// Posting an app's profile again replaces it and says so (200, `replaced`), where a new one
+/// is created (201); before, both answered 201 and a client replaced a profile unawares. The
+/// profile kept is the last one posted, in the store as in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_posted_again_replaces_the_first_and_says_so() {
+    let t = start("titanxp:1", "fifo");
+    let (s, v) = call(&t.router, "POST", "/v1/profiles", Some(&profile_json("twice", 1000.0, 10.0, 5)), &[]).await;
+    assert_eq!((s, v["replaced"].as_bool()), (StatusCode::CREATED, Some(false)), "{v}");
+    let (s, v) = call(&t.router, "POST", "/v1/profiles", Some(&profile_json("twice", 2000.0, 10.0, 7)), &[]).await;
+    assert_eq!((s, v["replaced"].as_bool()), (StatusCode::OK, Some(true)), "{v}");
+    let (_, p) = call(&t.router, "GET", "/v1/profiles", None, &[]).await;
+    let mine: Vec<_> = p["profiles"].as_array().unwrap().iter().filter(|p| p["app"] == "twice").collect();
+    assert_eq!(mine.len(), 1, "{p}");
+    assert_eq!(mine[0]["source"], "api");
+    t.service.stop().await;
+}
