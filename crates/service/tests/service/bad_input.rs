@@ -6,6 +6,10 @@ use proptest::prelude::*;
 
 use crate::util::{call, config, start, start_with};
 
+/// Valid requests changed in one place, and arbitrary paths and queries.
+#[path = "bad_input_mutated.rs"]
+mod mutated;
+
 /// One check: the status, a JSON error whose message contains `needle`, and a healthy server.
 async fn check(
     router: &Router,
