@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -17,6 +17,7 @@ use subtle::ConstantTimeEq;
 
 use dqngpu_model::{AppProfile, JobId};
 
+use crate::body::StrictJson;
 use crate::error::ApiError;
 use crate::exec;
 use crate::jobs::{AttemptRecord, JobRecord, JobState, NewJob};
@@ -129,9 +130,8 @@ pub struct Submitted {
 async fn submit(
     State(s): State<AppState>,
     headers: HeaderMap,
-    body: Result<Json<SubmitRequest>, JsonRejection>,
+    StrictJson(req, _): StrictJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
-    let Json(req) = body?;
     let key = match headers.get("idempotency-key") {
         Some(v) => {
             let k = v.to_str().map_err(|_| ApiError::BadRequest("header `Idempotency-Key`: not ASCII".into()))?;
@@ -179,7 +179,7 @@ fn same_request(rec: &JobRecord, sent: &NewJob, key: &str) -> Result<(), ApiErro
 pub const MAX_BATCH: usize = 1000;
 
 /// A batch submission: the jobs, queued together.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     /// The jobs, in order (their ids follow it).
@@ -192,7 +192,7 @@ pub struct BatchRequest {
 async fn submit_batch(
     State(s): State<AppState>,
     headers: HeaderMap,
-    body: Result<Json<BatchRequest>, JsonRejection>,
+    StrictJson(req, _): StrictJson<BatchRequest>,
 ) -> Result<Response, ApiError> {
     // Keys are per job (POST /v1/jobs); one ignored here would let a retried batch queue twice.
     if headers.contains_key("idempotency-key") {
@@ -200,7 +200,6 @@ async fn submit_batch(
             "header `Idempotency-Key`: a batch takes none; submit jobs one by one to retry them safely".into(),
         ));
     }
-    let Json(req) = body?;
     if req.jobs.is_empty() || req.jobs.len() > MAX_BATCH {
         return Err(ApiError::BadRequest(format!(
             "field `jobs`: {} jobs; a batch holds 1 to {MAX_BATCH}",
@@ -401,12 +400,8 @@ async fn list_profiles(State(s): State<AppState>) -> Json<serde_json::Value> {
 
 async fn post_profile(
     State(s): State<AppState>,
-    body: Result<Json<serde_json::Value>, JsonRejection>,
+    StrictJson(p, sent): StrictJson<AppProfile>,
 ) -> Result<Response, ApiError> {
-    let Json(sent) = body?;
-    // Typed from the parsed body, with the extractor's own errors (the field's path, 422).
-    let bytes = serde_json::to_vec(&sent).map_err(crate::ServiceError::from)?;
-    let Json(p) = Json::<AppProfile>::from_bytes(&bytes)?;
     // As POST /v1/jobs: a field the profile has no place for (a misspelt `recorded_on`) is
     // refused, not dropped without a word.
     let known = serde_json::to_value(&p).map_err(crate::ServiceError::from)?;

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod api;
+pub mod body;
 pub mod error;
 pub mod exec;
 pub mod gpus;

@@ -16,7 +16,7 @@ pub const MAX_ARG_BYTES: usize = 16 * 1024;
 pub const MAX_ENV: usize = 128;
 
 /// The body of `POST /v1/jobs`. Unknown fields (such as a working directory) are refused.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// App name.

@@ -444,10 +444,6 @@ fn expect(target: Target, v: &Value, path: &[Seg], op: &Op) -> Expect {
             (Ty::Num(n), Some(_)) if n.int && x.is_f64() => Refused,
             (Ty::Num(n), Some(x)) => number_expect(n, x),
             _ if x.is_null() && fd.nullable => Accepted,
-            // serde reads a struct from an array of its fields in order: a profile's `app` as
-            // `["name"]` is taken (a defect, kept as the ignored test
-            // `an_object_sent_as_an_array_is_refused`): either, until that is fixed.
-            (Ty::Obj { .. }, _) if target == Target::Profile && x.is_array() => Either,
             _ => Refused,
         },
         Op::Raw(_) => Refused,
@@ -460,10 +456,7 @@ fn expect(target: Target, v: &Value, path: &[Seg], op: &Op) -> Expect {
             Ty::Obj { strict: false } if x.is_null() => Accepted,
             _ => Refused,
         },
-        // A key given twice is ambiguous: refused, as `env` and every job field are. A profile
-        // keeps the last silently (a defect, kept as the ignored test
-        // `a_profile_key_given_twice_is_refused`): either, until that is fixed.
-        Op::Dup(_) if target == Target::Profile => Either,
+        // A key given twice is ambiguous: refused, as `env` and every field are.
         Op::Dup(_) => Refused,
     }
 }
@@ -737,7 +730,7 @@ async fn post_case(r: &Router, target: Target, case: &Case) -> Result<(), TestCa
                 let name = v["app"].as_str().unwrap_or_default();
                 let listed = after.1["profiles"].as_array().unwrap().iter().find(|p| p["app"] == name);
                 let listed = listed.ok_or_else(|| TestCaseError::fail(format!("`{name}` not listed: {}", after.1)))?;
-                // Taken as sent (not checked where a known defect took it: see `expect`).
+                // Taken as sent.
                 if case.expect == Expect::Accepted {
                     prop_assert_eq!(case.sent["app"]["name"].as_str(), Some(name));
                     let n = case.sent["samples"].as_array().unwrap().len() as u64;
@@ -1036,14 +1029,13 @@ fn any_job_path_or_list_query_gets_a_json_answer_and_changes_nothing_it_should_n
 }
 
 // ---------------------------------------------------------------------------------------------
-// Defects the properties found (not fixed here): each case as it fails today.
+// Defects the properties found (session 29), fixed: each case as it was taken.
 
-/// FAILS today: `POST /v1/profiles` reads the body into a `serde_json::Value` first, which
-/// keeps the last of a key given twice without a word; `POST /v1/jobs` refuses a key given
-/// twice (`env.A`, or any field: serde's "duplicate field"). A profile whose interval is sent
-/// as 0 and then 1 is taken with 1 (201).
+/// `POST /v1/profiles` read the body into a `serde_json::Value` first, which keeps the last of
+/// a key given twice without a word (`POST /v1/jobs` refused it: serde's "duplicate field").
+/// A profile whose interval was sent as 0 and then 1 was taken with 1 (201). Now the typed
+/// read sees the raw text ([`dqngpu_service::body::StrictJson`]).
 #[test]
-#[ignore = "defect: a profile's key given twice is taken, the last value kept"]
 fn a_profile_key_given_twice_is_refused() {
     let (_dir, r, rt) = service();
     let mut taken = Vec::new();
@@ -1063,12 +1055,11 @@ fn a_profile_key_given_twice_is_refused() {
     assert!(taken.is_empty(), "taken:\n{}", taken.join("\n"));
 }
 
-/// FAILS today: serde reads a struct from a JSON array of its fields in order, so an object
-/// sent as an array is taken where the API says an object: a profile's `app` as `["true"]`
-/// (201, app `true`), a whole job as `["a", ["true"]]` (201 on `POST /v1/jobs`, and inside a
-/// batch), a sample as `[10, 100, 10, 1]`.
+/// serde reads a struct from a JSON array of its fields in order, so an object sent as an
+/// array was taken where the API says an object: a profile's `app` as `["true"]` (201, app
+/// `true`), a whole job as `["a", ["true"]]` (201 on `POST /v1/jobs`, and inside a batch), a
+/// sample as `[10, 100, 10, 1]`. Now refused (422, naming where).
 #[test]
-#[ignore = "defect: an object sent as an array of its fields is taken"]
 fn an_object_sent_as_an_array_is_refused() {
     let (_dir, r, rt) = service();
     let mut taken = Vec::new();
