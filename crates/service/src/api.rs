@@ -130,7 +130,7 @@ pub struct Submitted {
 async fn submit(
     State(s): State<AppState>,
     headers: HeaderMap,
-    StrictJson(req, _): StrictJson<SubmitRequest>,
+    StrictJson(req): StrictJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     let key = match headers.get("idempotency-key") {
         Some(v) => {
@@ -192,7 +192,7 @@ pub struct BatchRequest {
 async fn submit_batch(
     State(s): State<AppState>,
     headers: HeaderMap,
-    StrictJson(req, _): StrictJson<BatchRequest>,
+    StrictJson(req): StrictJson<BatchRequest>,
 ) -> Result<Response, ApiError> {
     // Keys are per job (POST /v1/jobs); one ignored here would let a retried batch queue twice.
     if headers.contains_key("idempotency-key") {
@@ -398,16 +398,7 @@ async fn list_profiles(State(s): State<AppState>) -> Json<serde_json::Value> {
     Json(json!({ "profiles": list }))
 }
 
-async fn post_profile(
-    State(s): State<AppState>,
-    StrictJson(p, sent): StrictJson<AppProfile>,
-) -> Result<Response, ApiError> {
-    // As POST /v1/jobs: a field the profile has no place for (a misspelt `recorded_on`) is
-    // refused, not dropped without a word.
-    let known = serde_json::to_value(&p).map_err(crate::ServiceError::from)?;
-    if let Some(field) = unknown_field(&sent, &known, "") {
-        return Err(ApiError::Unprocessable(format!("unknown field `{field}`: a profile has no such field")));
-    }
+async fn post_profile(State(s): State<AppState>, StrictJson(p): StrictJson<AppProfile>) -> Result<Response, ApiError> {
     validate::app_name(&p.app.name)?;
     validate::app_fields(p.app.input_size_mb, p.app.params.as_deref(), "app.")?;
     // A profile no GPU here can hold would leave every job of its app queued for ever: 422,
@@ -423,26 +414,6 @@ async fn post_profile(
     // is told, not left to find out.
     let status = if replaced { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, Json(json!({ "app": name, "replaced": replaced }))).into_response())
-}
-
-/// The first field of `sent` (a request body) that `known` (what it was read into, written
-/// back) lacks, as a path (`samples[3].gpu_utl`); a null one counts as absent.
-fn unknown_field(sent: &serde_json::Value, known: &serde_json::Value, at: &str) -> Option<String> {
-    use serde_json::Value;
-    match (sent, known) {
-        (Value::Object(s), Value::Object(k)) => s.iter().find_map(|(name, v)| {
-            let path = if at.is_empty() { name.clone() } else { format!("{at}.{name}") };
-            match k.get(name) {
-                Some(kv) => unknown_field(v, kv, &path),
-                None if v.is_null() => None,
-                None => Some(path),
-            }
-        }),
-        (Value::Array(s), Value::Array(k)) => {
-            s.iter().zip(k).enumerate().find_map(|(i, (v, kv))| unknown_field(v, kv, &format!("{at}[{i}]")))
-        }
-        _ => None,
-    }
 }
 
 /// The memory of the largest GPU this service places on, MiB.

@@ -11,11 +11,12 @@ use crate::error::ApiError;
 
 /// A JSON body read as `T` under axum's `Json` rules (content type, syntax, size, the failing
 /// field's path; a key given twice in a struct is refused by the typed read), and refused
-/// too where serde's derive lets through what no client means: an array where `T`, or a
-/// struct inside it, has an object (serde reads a struct from a sequence of its fields, so
-/// `["a", ["true"]]` was a job). Keeps the body's own `Value` for the handler's further
-/// checks (a field a profile has no place for).
-pub struct StrictJson<T>(pub T, pub Value);
+/// too where serde's derive lets through what no client means (422, naming where):
+/// - a field `T` has no place for, where `T` does not refuse it itself (a profile's misspelt
+///   `recorded_on` was dropped without a word); a null one counts as absent;
+/// - an array where `T`, or a struct inside it, has an object (serde reads a struct from a
+///   sequence of its fields, so `["a", ["true"]]` was a job).
+pub struct StrictJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Serialize> FromRequest<S> for StrictJson<T> {
     type Rejection = ApiError;
@@ -26,28 +27,47 @@ impl<S: Send + Sync, T: DeserializeOwned + Serialize> FromRequest<S> for StrictJ
             .await
             .map_err(|r| ApiError::Rejected { status: r.status(), message: r.body_text() })?;
         let Json(typed) = Json::<T>::from_request(Request::from_parts(parts, Body::from(bytes.clone())), state).await?;
-        // The typed read succeeded, so the text is JSON.
+        // Read again as text's own `Value` (the typed read succeeded, so it is JSON): the typed
+        // one cannot say what it dropped, and a `Value` alone would drop a key given twice.
         let sent: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("body: {e}")))?;
         let known = serde_json::to_value(&typed).map_err(crate::ServiceError::from)?;
-        if let Some(at) = array_for_object(&sent, &known, "") {
-            let at = if at.is_empty() { "the body".to_string() } else { format!("`{at}`") };
-            return Err(ApiError::Unprocessable(format!("{at}: an array where an object belongs")));
+        match mismatch(&sent, &known, "") {
+            Some(Mismatch::Unknown(at)) => {
+                Err(ApiError::Unprocessable(format!("unknown field `{at}`: no such field here")))
+            }
+            Some(Mismatch::ArrayForObject(at)) => {
+                let at = if at.is_empty() { "the body".to_string() } else { format!("`{at}`") };
+                Err(ApiError::Unprocessable(format!("{at}: an array where an object belongs")))
+            }
+            None => Ok(StrictJson(typed)),
         }
-        Ok(StrictJson(typed, sent))
     }
 }
 
-/// The path in `sent` (a request body) of the first array that `known` (what it was read
-/// into, written back) has as an object.
-fn array_for_object(sent: &Value, known: &Value, at: &str) -> Option<String> {
+/// What a request body holds that what it was read into does not, at a path.
+#[derive(Debug, PartialEq)]
+enum Mismatch {
+    /// A field with no place (`samples[3].gpu_utl`).
+    Unknown(String),
+    /// An array where an object belongs.
+    ArrayForObject(String),
+}
+
+/// The first [`Mismatch`] of `sent` (a request body) against `known` (what it was read into,
+/// written back), at path `at`.
+fn mismatch(sent: &Value, known: &Value, at: &str) -> Option<Mismatch> {
     match (sent, known) {
-        (Value::Array(_), Value::Object(_)) => Some(at.to_string()),
+        (Value::Array(_), Value::Object(_)) => Some(Mismatch::ArrayForObject(at.to_string())),
         (Value::Object(s), Value::Object(k)) => s.iter().find_map(|(name, v)| {
             let path = if at.is_empty() { name.clone() } else { format!("{at}.{name}") };
-            k.get(name).and_then(|kv| array_for_object(v, kv, &path))
+            match k.get(name) {
+                Some(kv) => mismatch(v, kv, &path),
+                None if v.is_null() => None,
+                None => Some(Mismatch::Unknown(path)),
+            }
         }),
         (Value::Array(s), Value::Array(k)) => {
-            s.iter().zip(k).enumerate().find_map(|(i, (v, kv))| array_for_object(v, kv, &format!("{at}[{i}]")))
+            s.iter().zip(k).enumerate().find_map(|(i, (v, kv))| mismatch(v, kv, &format!("{at}[{i}]")))
         }
         _ => None,
     }
@@ -59,11 +79,14 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn an_array_is_found_where_an_object_belongs_at_any_depth() {
+    fn an_array_where_an_object_belongs_and_an_unknown_field_are_found_at_any_depth() {
+        use Mismatch::{ArrayForObject, Unknown};
         let known = json!({ "app": { "name": "a" }, "samples": [{ "x": 1 }], "command": ["true"] });
-        assert_eq!(array_for_object(&json!(["a"]), &known, ""), Some(String::new()));
-        assert_eq!(array_for_object(&json!({ "app": ["a"] }), &known, ""), Some("app".into()));
-        assert_eq!(array_for_object(&json!({ "samples": [[1]] }), &known, ""), Some("samples[0]".into()));
-        assert_eq!(array_for_object(&json!({ "command": ["true"], "app": { "name": "a" } }), &known, ""), None);
+        assert_eq!(mismatch(&json!(["a"]), &known, ""), Some(ArrayForObject(String::new())));
+        assert_eq!(mismatch(&json!({ "app": ["a"] }), &known, ""), Some(ArrayForObject("app".into())));
+        assert_eq!(mismatch(&json!({ "samples": [[1]] }), &known, ""), Some(ArrayForObject("samples[0]".into())));
+        assert_eq!(mismatch(&json!({ "samples": [{ "y": 1 }] }), &known, ""), Some(Unknown("samples[0].y".into())));
+        assert_eq!(mismatch(&json!({ "cwd": null, "app": { "name": "a" } }), &known, ""), None);
+        assert_eq!(mismatch(&json!({ "command": ["true"], "app": { "name": "a" } }), &known, ""), None);
     }
 }
