@@ -2,36 +2,31 @@
 //! ls/show/export -> `simulate --library`, and `--server` against the real service and a
 //! loopback server that answers an error.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::{text, BIN};
 use dqngpu_model::format::read_profile;
 use dqngpu_model::library::read_dir_library;
 use dqngpu_model::AppProfile;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
-
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiler/tests/data").join(name)
 }
 
+/// A fresh directory for test `name` (prefixed: the CLI's test binaries share one temp dir).
 fn test_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("profile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::test_dir(&format!("profile-{name}"))
 }
 
 fn dqngpu(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env_remove("DQNGPU_TOKEN").output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 fn ok(args: &[&str]) -> String {
@@ -850,13 +845,20 @@ fn an_output_named_like_a_sidecar_is_refused() {
     assert!(!out.exists());
 }
 
-#[test]
-fn show_png_never_truncates_a_file_that_is_no_png() {
-    let d = test_dir("png");
+/// A fresh directory for test `name` holding `p.json`, a profile imported from a short
+/// nvidia-smi log; (the directory, the profile).
+fn with_profile(name: &str) -> (PathBuf, PathBuf) {
+    let d = test_dir(name);
     let log = d.join("s.csv");
     std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
     let prof = d.join("p.json");
     assert!(import_smi(&log, "p", &["-o", prof.to_str().unwrap()]).status.success());
+    (d, prof)
+}
+
+#[test]
+fn show_png_never_truncates_a_file_that_is_no_png() {
+    let (d, prof) = with_profile("png");
     let before = std::fs::read(&prof).unwrap();
     let prof_s = prof.to_str().unwrap();
     // The profile itself as the chart.
@@ -879,11 +881,7 @@ fn show_png_never_truncates_a_file_that_is_no_png() {
 
 #[test]
 fn export_over_an_existing_file_says_replaced() {
-    let d = test_dir("export-replaced");
-    let log = d.join("s.csv");
-    std::fs::write(&log, smi_log(5, 1000, 100)).unwrap();
-    let prof = d.join("p.json");
-    assert!(import_smi(&log, "p", &["-o", prof.to_str().unwrap()]).status.success());
+    let (d, prof) = with_profile("export-replaced");
     let out = d.join("out.csv");
     let t = ok(&["profile", "export", prof.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(t.contains(&format!("wrote {}", out.display())), "{t}");

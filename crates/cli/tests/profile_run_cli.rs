@@ -5,10 +5,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{test_dir, BIN};
+use common::{alive, test_dir, text, BIN};
 use dqngpu_model::format::read_profile;
 
 /// Builds the fake NVML into `dir`; `None` (and a note) where no C compiler is installed.
@@ -57,12 +57,6 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
-/// Whether process `pid` is still there (and no zombie).
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
-}
-
 #[test]
 fn sighup_and_sigquit_end_the_commands_group_and_keep_the_readings() {
     let d = test_dir("run-signals");
@@ -105,15 +99,11 @@ fn sighup_and_sigquit_end_the_commands_group_and_keep_the_readings() {
             assert!(t.contains("stopped by a signal") && t.contains(out.to_str().unwrap()), "SIG{sig}: {t}");
         }
         let until = Instant::now() + Duration::from_secs(10);
-        while running(pid) {
+        while alive(pid) {
             assert!(Instant::now() < until, "SIG{sig}: the command (pid {pid}) was left running");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 #[test]
@@ -121,37 +111,31 @@ fn an_output_that_cannot_be_written_is_refused_before_the_command_runs() {
     let d = test_dir("run-unwritable");
     let Some(lib) = fake_nvml(&d) else { return };
     let marker = d.join("ran");
-    let touch = ["--", "sh", "-c", "touch ran; sleep 0.3"];
+    // `profile run --interval-ms 50 DEST -- sh -c 'touch ran; ...'`: refused (exit 1) saying
+    // nothing was run, and nothing was; its message.
+    let refused = |dest: &[&str], what: &str| {
+        let touch = ["--", "sh", "-c", "touch ran; sleep 0.3"];
+        let o = profile_run(&lib, &d, &[&["--interval-ms", "50"][..], dest, &touch].concat()).output().unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{what}: {t}");
+        assert!(t.contains("nothing was run"), "{what}: {t}");
+        assert!(!marker.exists(), "the command ran although {what}");
+        t
+    };
     // A --store name made from a long --app: `APP.json` fits in 255 bytes, its temporary
     // file's name does not.
     let long_app = "a".repeat(240);
     let store = d.join("store");
-    let o =
-        profile_run(&lib, &d, &[&["--app", &long_app, "--interval-ms", "50", "--store", "store"][..], &touch].concat())
-            .output()
-            .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let t = text(&o);
-    assert!(t.contains("--store") && t.contains("245 bytes") && t.contains("nothing was run"), "{t}");
-    assert!(!marker.exists(), "the command ran although its profile could not be stored");
+    let t = refused(&["--app", &long_app, "--store", "store"], "its profile could not be stored");
+    assert!(t.contains("--store") && t.contains("245 bytes"), "{t}");
     assert_eq!(std::fs::read_dir(&store).map(|r| r.count()).unwrap_or(0), 0);
     // -o likewise.
     let long_o = format!("{}.json", "o".repeat(245));
-    let o = profile_run(&lib, &d, &[&["--app", "x", "--interval-ms", "50", "-o", &long_o][..], &touch].concat())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains(&long_o) && text(&o).contains("nothing was run"), "{}", text(&o));
-    assert!(!marker.exists(), "the command ran although -o could not be written");
+    assert!(refused(&["--app", "x", "-o", &long_o], "-o could not be written").contains(&long_o));
     // A service that does not answer.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
-    let o = profile_run(&lib, &d, &[&["--app", "x", "--interval-ms", "50", "--server", &url][..], &touch].concat())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains(&url) && text(&o).contains("nothing was run"), "{}", text(&o));
-    assert!(!marker.exists(), "the command ran although the service does not answer");
+    assert!(refused(&["--app", "x", "--server", &url], "the service does not answer").contains(&url));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::BIN;
+use common::{alive, BIN};
 use serde_json::{json, Value};
 
 /// A fresh directory for service test `name`.
@@ -234,11 +234,6 @@ fn wait_pid(path: &Path) -> Option<u32> {
         std::thread::sleep(Duration::from_millis(20));
     }
     None
-}
-
-/// True while `pid` runs (a zombie counts as gone).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| !t.contains(") Z "))
 }
 
 /// A server on a fresh data dir for test `name`, with a profile of `app`, and a folder for

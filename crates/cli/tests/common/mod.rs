@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test file uses some of them
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dqngpu");
 
@@ -21,4 +21,15 @@ pub fn untrained_model(dir: &Path) -> PathBuf {
     let o = Command::new(BIN).args(["train", "--iterations", "0", "--quiet", "-o"]).arg(&model).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     model
+}
+
+/// A finished command's stdout and stderr, as one text.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// True while process `pid` runs (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
 }

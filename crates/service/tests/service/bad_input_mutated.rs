@@ -544,18 +544,26 @@ fn valid_job() -> impl Strategy<Value = Value> {
         .prop_map(|(app, prog, args, env, size, params)| {
             let mut command = vec![prog.to_string()];
             command.extend(args);
-            let mut j = json!({ "app": app, "command": command });
-            if let Some(env) = env {
-                j["env"] = json!(env);
-            }
-            if let Some(s) = size {
-                j["input_size_mb"] = json!(s);
-            }
-            if let Some(p) = params {
-                j["params"] = json!(p);
-            }
-            j
+            let j = json!({ "app": app, "command": command });
+            with_optional(
+                j,
+                [
+                    ("env", env.map(|e| json!(e))),
+                    ("input_size_mb", size.map(Value::from)),
+                    ("params", params.map(Value::from)),
+                ],
+            )
         })
+}
+
+/// `v` with each optional field set where it has a value (left out where it has none).
+fn with_optional<const N: usize>(mut v: Value, fields: [(&str, Option<Value>); N]) -> Value {
+    for (key, value) in fields {
+        if let Some(value) = value {
+            v[key] = value;
+        }
+    }
+    v
 }
 
 fn valid_batch() -> impl Strategy<Value = Value> {
@@ -577,17 +585,15 @@ fn recorded_on() -> impl Strategy<Value = Value> {
         prop::option::of(0.0..64.0f64),
     )
         .prop_map(|(node, gpu, arch, mem, cores, pcie)| {
-            let mut r = json!({ "node": node, "gpu_name": gpu, "memory_mib": mem });
-            if let Some(a) = arch {
-                r["architecture"] = json!(a);
-            }
-            if let Some(c) = cores {
-                r["cores"] = json!(c);
-            }
-            if let Some(p) = pcie {
-                r["pcie_gbps"] = json!(p);
-            }
-            r
+            let r = json!({ "node": node, "gpu_name": gpu, "memory_mib": mem });
+            with_optional(
+                r,
+                [
+                    ("architecture", arch.map(Value::from)),
+                    ("cores", cores.map(Value::from)),
+                    ("pcie_gbps", pcie.map(Value::from)),
+                ],
+            )
         })
 }
 
@@ -602,21 +608,16 @@ fn valid_profile() -> impl Strategy<Value = Value> {
         prop::option::of(recorded_on()),
     )
         .prop_map(|(name, kind, size, params, interval, samples, on)| {
-            let mut app = json!({ "name": name });
-            if let Some(k) = kind {
-                app["kind"] = json!(k);
-            }
-            if let Some(s) = size {
-                app["input_size_mb"] = json!(s);
-            }
-            if let Some(p) = params {
-                app["params"] = json!(p);
-            }
-            let mut p = json!({ "app": app, "interval_s": interval, "samples": samples });
-            if let Some(on) = on {
-                p["recorded_on"] = on;
-            }
-            p
+            let app = json!({ "name": name });
+            let app = with_optional(
+                app,
+                [
+                    ("kind", kind.map(Value::from)),
+                    ("input_size_mb", size.map(Value::from)),
+                    ("params", params.map(Value::from)),
+                ],
+            );
+            with_optional(json!({ "app": app, "interval_s": interval, "samples": samples }), [("recorded_on", on)])
         })
 }
 
