@@ -486,6 +486,28 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(e.to_string().contains("twice"), "{e}");
 }
 
+/// A view's waiting job can carry a submit time past the view's clock (a live caller's wall
+/// clock stepped back between the submission and the decision). It waits in the queue, so a
+/// run from the view may start it at once: the cost floor must not make it wait for its
+/// submit time, or it passes what a run costs and a plan abandons the future that was cheapest.
+#[test]
+fn the_cost_floor_of_a_view_lets_its_waiting_jobs_start_now() {
+    let lib = library(vec![steady("a", 10, 50.0, 1024.0)]);
+    let sim = Simulator::new(&titanxp(1), &lib, &jobs(&[("a", 0.0)]), Arc::new(NoInterference), SimConfig::default())
+        .unwrap();
+    let view = sim.view();
+    let mut queue = view.queue.to_vec();
+    queue[0].submit_s = 100.0;
+    let later = ClusterView { now_s: 50.0, queue: &queue, ..view };
+    let from = Simulator::from_view(&later, Arc::new(NoInterference), SimConfig::default()).unwrap();
+    let (jct, makespan) = from.cost_floor();
+    let r = from.play_out(&TestSjf).unwrap();
+    assert!(r.completed);
+    // Started at 50 s, done at 60 s: 40 s before its submit time.
+    assert_eq!((r.mean_jct_s, r.makespan_s), (-40.0, 60.0));
+    assert!(r.mean_jct_s >= jct && r.makespan_s >= makespan, "run {r:?}, floor {jct} / {makespan}");
+}
+
 // ---------------------------------------------------------------- stepping API
 
 #[test]

@@ -342,7 +342,7 @@ impl Simulator {
 
     /// What no run on from this moment can beat: (mean JCT, makespan), s, where every
     /// unfinished job runs at full speed from now (a running job for the rest of its profile, a
-    /// waiting or future one from now or its submission, for its whole profile) and nothing
+    /// waiting one from now and a future one from its submission, for its whole profile) and nothing
     /// waits. Rates never exceed 1 and an OOM kill only adds work, so [`Simulator::finish`]'s
     /// `mean_jct_s` and `makespan_s` of any continuation are at least these, for every model
     /// whose rates are at most 1. (The mean-JCT bound's memory terms, tried for the jobs not
@@ -353,12 +353,17 @@ impl Simulator {
             let slot = self.books[g].slots.iter().position(|&k| k == i)?;
             Some(self.gpus[g].running[slot].remaining_s())
         };
+        // Once every job has arrived (always, from a view), a job not running waits in the
+        // queue and may start now, whatever its submit time says (a view's clock can be behind
+        // a submission: a live caller's wall clock stepped back).
+        let arrived = self.next_arrival == self.arrival_order.len();
         let (mut total, mut makespan) = (0.0, 0.0f64);
         for (i, j) in self.jobs.iter().enumerate() {
             let end = match j.finish_s {
                 Some(f) => f,
                 None => match j.gpu.and_then(|g| rest(i, g)) {
                     Some(rest) => self.now_s + rest,
+                    None if arrived => self.now_s + j.profile.solo_s(),
                     None => self.now_s.max(j.submit_s) + j.profile.solo_s(),
                 },
             };
