@@ -197,3 +197,50 @@ fn a_plan_used_for_a_second_run_starts_afresh() {
     assert_eq!((again.mean_jct_s, again.makespan_s), (first.mean_jct_s, first.makespan_s));
     assert_eq!((cloned.mean_jct_s, cloned.makespan_s), (first.mean_jct_s, first.makespan_s));
 }
+
+/// A waiting job that fits no GPU of the view (the service's view leaves out GPUs held by
+/// exclusive runs) starts in no future from it. The plan weighs the other jobs' futures and
+/// decides as it would without it; it ended every future in a no-progress error, and the
+/// scorer alone decided.
+#[test]
+fn a_waiting_job_that_fits_no_gpu_of_the_view_leaves_the_plan_as_it_is() {
+    use dqngpu_model::{AppInfo, AppProfile, ClusterView, GpuState, Policy, QueuedJob, Resources, RunningJob};
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let apps: Vec<String> = lib.apps.keys().cloned().collect();
+    let samples = vec![Resources::new(50.0, 20_000.0, 50.0, 100.0); 100];
+    let huge = Arc::new(AppProfile::new(AppInfo { name: "huge".into(), ..Default::default() }, 1.0, samples).unwrap());
+    let waiting = |id, app: &str, profile| QueuedJob {
+        id,
+        app: app.into(),
+        profile,
+        submit_s: 0.0,
+        restarts: 0,
+        avoid_apps: Vec::new(),
+    };
+    let titanxp = |index, running| GpuState {
+        node: "n".into(),
+        index,
+        spec: dqngpu_model::gpu::lookup("titanxp").unwrap(),
+        running: vec![running],
+        measured: None,
+    };
+    let mut departs = 0;
+    for seed in 0..16u64 {
+        let app = |k: u64| apps[k as usize % apps.len()].as_str();
+        let mut queue: Vec<QueuedJob> =
+            (0..4).map(|i| waiting(i, app(seed * 7 + i * 3), lib.apps[app(seed * 7 + i * 3)].clone())).collect();
+        let resident = RunningJob { id: 100, profile: lib.apps[app(seed)].clone(), progress_s: 5.0, started_s: 0.0 };
+        let gpus = [titanxp(0, resident.clone()), titanxp(1, RunningJob { id: 101, ..resident })];
+        let base = ScorerPolicy::untrained(&[32, 16], seed % 4).unwrap();
+        let plan = |queue: &[QueuedJob]| {
+            let view = ClusterView { now_s: 10.0, gpus: &gpus, queue };
+            PlanPolicy::new(base.clone(), PlanConfig::default()).decide(&view)
+        };
+        let without = plan(&queue);
+        departs += usize::from(without != base.decide(&ClusterView { now_s: 10.0, gpus: &gpus, queue: &queue }));
+        queue.push(waiting(9, "huge", huge.clone()));
+        assert_eq!(plan(&queue), without, "seed {seed}: a job that can start nowhere changed the plan's decision");
+    }
+    // The views leave the plan room to depart from the scorer, or the check proves nothing.
+    assert!(departs > 8, "the plan departs from the scorer in {departs} of 16 views");
+}

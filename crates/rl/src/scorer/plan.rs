@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dqngpu_model::{ClusterView, JobId, Placement, Policy};
+use dqngpu_model::{ClusterView, JobId, Placement, Policy, QueuedJob};
 use dqngpu_sim::{SimResult, Simulator};
 use rayon::prelude::*;
 
@@ -199,6 +199,13 @@ fn view_jobs<'v>(view: &'v ClusterView<'_>) -> impl Iterator<Item = (JobId, &'v 
     running.chain(view.queue.iter().map(|q| (q.id, q.app.as_str())))
 }
 
+/// True when waiting job `q` alone fits some GPU of `view` at its peak
+/// ([`dqngpu_model::fits_alone`]'s rule).
+fn fits_a_gpu(view: &ClusterView<'_>, q: &QueuedJob) -> bool {
+    let peak = q.profile.peak_from(0).gpu_mem_mib;
+    view.gpus.iter().any(|g| peak <= g.spec.memory_mib)
+}
+
 /// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
 pub struct PlanPolicy {
     base: ScorerPolicy,
@@ -332,8 +339,19 @@ impl Policy for PlanPolicy {
         let caller = self.caller();
         // Its futures are played at the cadence it is asked at, so that it can carry them out.
         let config = caller.sim_config().for_policy(self);
+        // A waiting job that fits no GPU of the view alone starts in no future from it (every
+        // caller drops such a group, and the liveness rule passes it by), so it would end each
+        // future in a no-progress error and leave none to weigh: the futures are the other
+        // jobs'. (The service's view leaves out the GPUs that exclusive runs hold.)
+        let startable: Vec<QueuedJob>;
+        let played = if view.queue.iter().all(|q| fits_a_gpu(view, q)) {
+            *view
+        } else {
+            startable = view.queue.iter().filter(|q| fits_a_gpu(view, q)).cloned().collect();
+            ClusterView { queue: &startable, ..*view }
+        };
         // A view the simulator cannot hold (none in practice) falls back to the scorer alone.
-        let Ok(sim) = Simulator::from_view(view, Arc::clone(&caller.model), config) else {
+        let Ok(sim) = Simulator::from_view(&played, Arc::clone(&caller.model), config) else {
             return self.base.decide(view);
         };
         // Taken out for the decision and put back after it (a concurrent caller meanwhile finds
