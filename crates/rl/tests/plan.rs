@@ -244,3 +244,36 @@ fn a_waiting_job_that_fits_no_gpu_of_the_view_leaves_the_plan_as_it_is() {
     // The views leave the plan room to depart from the scorer, or the check proves nothing.
     assert!(departs > 8, "the plan departs from the scorer in {departs} of 16 views");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(dqngpu_model::testing::cases_or(12)))]
+    /// Which futures are abandoned depends on the order the threads finish them in (the bar
+    /// is the cheapest played so far); which one is taken must not. A run on one thread and
+    /// the same run on four are the same run, over random job sets with and without arrivals.
+    #[test]
+    fn the_plan_decides_the_same_on_one_thread_as_on_four(
+        class in 0usize..5,
+        seed in 0u64..10_000,
+        jobs in 4usize..12,
+        gpus in 1usize..3,
+        rows in 1usize..5,
+        poisson in proptest::bool::ANY,
+        weight in proptest::sample::select(vec![0.0, 2.0, 100.0]),
+        scorer_seed in 0u64..4,
+        (library, model) in proptest::sample::select(vec![("thesis", "titanxp"), ("lucid", "rtx3090")]),
+    ) {
+        let lib = dqngpu_model::library::resolve(library).unwrap();
+        let cluster = ClusterSpec::parse_gpus(&format!("{model}:{gpus}")).unwrap();
+        let arrivals = if poisson { Arrivals::Poisson { rate_per_s: 0.02 } } else { Arrivals::AllAtZero };
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::ALL[class], jobs, seed, arrivals).unwrap();
+        let base = ScorerPolicy::untrained(&[32, 16], scorer_seed).unwrap();
+        let run = |threads: usize| {
+            let plan = PlanPolicy::new(base.clone(), PlanConfig::new(rows, weight).unwrap());
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| dqngpu_sim::run(&plan, &cluster, &lib, &set, contention(), SimConfig::default()).unwrap())
+        };
+        let one = run(1);
+        proptest::prop_assert!(one.completed);
+        proptest::prop_assert_eq!(run(4), one);
+    }
+}
