@@ -14,7 +14,7 @@ pub struct Metrics {
     pub submissions: AtomicU64,
     /// Policy decisions made.
     pub decisions: AtomicU64,
-    /// Decisions refused by validation.
+    /// Decisions refused by validation, or lost to a panic of the policy.
     pub invalid_decisions: AtomicU64,
     /// Placements the loop trimmed (memory or avoid-list guard).
     pub guarded: AtomicU64,
@@ -52,7 +52,11 @@ impl Metrics {
         };
         counter("dqngpu_submissions_total", "Jobs accepted.", c(&self.submissions));
         counter("dqngpu_decisions_total", "Policy decisions made.", c(&self.decisions));
-        counter("dqngpu_invalid_decisions_total", "Decisions refused by validation.", c(&self.invalid_decisions));
+        counter(
+            "dqngpu_invalid_decisions_total",
+            "Decisions refused by validation or lost to a panic of the policy.",
+            c(&self.invalid_decisions),
+        );
         counter("dqngpu_guarded_placements_total", "Jobs held back by the memory or avoid guard.", c(&self.guarded));
         counter("dqngpu_attempts_started_total", "Attempts started.", c(&self.attempts_started));
         counter("dqngpu_oom_kills_total", "Attempts that died of GPU out-of-memory.", c(&self.oom_kills));

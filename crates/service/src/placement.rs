@@ -434,8 +434,26 @@ impl Placer {
             .collect();
         let view = ClusterView { now_s: now - origin, gpus: &gpus, queue: &queue };
         let t0 = Instant::now();
-        let decision = self.policy.decide(&view);
+        // A policy that panics fails its decision, not the loop: the loop's thread would die
+        // with it (and release the data dir's lock) while the API kept taking jobs.
+        let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.policy.decide(&view)));
         self.core.metrics.observe_decision(t0.elapsed().as_secs_f64());
+        let decision = match decided {
+            Ok(d) => d,
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                self.core.metrics.invalid_decisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let detail =
+                    format!("policy `{}` panicked while deciding: {why}; it placed nothing", self.policy.name());
+                tracing::error!("{detail}");
+                self.core.store.event(None, "policy_panic", &detail, now)?;
+                Vec::new()
+            }
+        };
         let decision = match validate_decision(self.policy.name(), &view, &decision) {
             Ok(()) => decision,
             Err(e) => {

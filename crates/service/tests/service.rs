@@ -13,5 +13,7 @@ mod bad_input;
 mod data_dir_lock;
 #[path = "service/failures.rs"]
 mod failures;
+#[path = "service/placement.rs"]
+mod placement;
 #[path = "service/recovery.rs"]
 mod recovery;
