@@ -2,10 +2,10 @@
 //! builds a [`ClusterView`] from the store and the monitor, asks the policy, validates the
 //! decision and starts the chosen groups. It is the only writer of "what runs where".
 //!
-//! When the policy places nothing while a GPU is idle and a waiting job fits it, the loop
-//! starts the oldest such job itself (the liveness rule, `dqngpu_model::liveness_start`;
-//! counted in `dqngpu_liveness_starts_total` and written to the event log as
-//! `liveness_start`), so no policy can leave a job waiting for ever.
+//! When the policy places nothing (or only jobs the guards below hold back) while a GPU is
+//! idle and a waiting job fits it, the loop starts the oldest such job itself (the liveness
+//! rule, `dqngpu_model::liveness_start`; counted in `dqngpu_liveness_starts_total` and written
+//! to the event log as `liveness_start`), so no policy can leave a job waiting for ever.
 //!
 //! Two guards apply to every policy's decision, so no policy can break them: a job never
 //! joins a GPU where the peak memories of its profile and of the jobs there would exceed
@@ -501,21 +501,39 @@ impl Placer {
         };
         // Liveness: a policy that holds while a GPU is idle and a waiting job fits it gets
         // the oldest such job started for it, as the simulator does.
-        let decision = match liveness_start(&view, &decision) {
-            Some(p) => {
-                self.core.metrics.liveness_starts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let detail = format!(
-                    "policy `{}` placed nothing while GPU {} was idle; started the oldest waiting job that fits",
-                    self.policy.name(),
-                    self.core.cfg.gpus[gpu_map[p.gpu]].index
-                );
-                tracing::info!(job = p.jobs[0], "{detail}");
-                self.core.store.event(Some(p.jobs[0]), "liveness_start", &detail, now)?;
-                vec![p]
+        if let Some(p) = self.liveness(&view, &decision, &gpu_map, now)? {
+            return self.start_decided(&[p], &gpu_map, &with_profile, now).map(drop);
+        }
+        if self.start_decided(&decision, &gpu_map, &with_profile, now)? == 0 {
+            // The guards held back every job the policy placed: that places nothing too, and a
+            // job that fits an idle GPU must not wait behind it (nothing started: `view` holds).
+            if let Some(p) = self.liveness(&view, &[], &gpu_map, now)? {
+                self.start_decided(&[p], &gpu_map, &with_profile, now)?;
             }
-            None => decision,
-        };
-        self.start_decided(&decision, &gpu_map, &with_profile, now)
+        }
+        Ok(())
+    }
+
+    /// The liveness rule's start for `decision` (`dqngpu_model::liveness_start`), counted and
+    /// logged, or `None` when the decision stands.
+    fn liveness(
+        &self,
+        view: &ClusterView<'_>,
+        decision: &[dqngpu_model::Placement],
+        gpu_map: &[usize],
+        now: f64,
+    ) -> Result<Option<dqngpu_model::Placement>, ServiceError> {
+        let Some(p) = liveness_start(view, decision) else { return Ok(None) };
+        self.core.metrics.liveness_starts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let detail = format!(
+            "policy `{}` placed nothing that could start while GPU {} was idle; started the oldest waiting job \
+             that fits",
+            self.policy.name(),
+            self.core.cfg.gpus[gpu_map[p.gpu]].index
+        );
+        tracing::info!(job = p.jobs[0], "{detail}");
+        self.core.store.event(Some(p.jobs[0]), "liveness_start", &detail, now)?;
+        Ok(Some(p))
     }
 
     /// What the policy sees of the GPUs in `gpu_map` at `now` (Unix s): their specs, measured
@@ -553,14 +571,15 @@ impl Placer {
     }
 
     /// Starts the jobs of a validated `decision` (GPU indices into `gpu_map`) that pass the
-    /// service's guards.
+    /// service's guards; returns how many started.
     fn start_decided(
         &mut self,
         decision: &[dqngpu_model::Placement],
         gpu_map: &[usize],
         with_profile: &[(&JobRecord, Arc<AppProfile>)],
         now: f64,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<usize, ServiceError> {
+        let mut started = 0;
         let by_id: BTreeMap<JobId, (&JobRecord, Arc<AppProfile>)> =
             with_profile.iter().map(|(j, p)| (j.id, (*j, p.clone()))).collect();
         for pl in decision {
@@ -568,13 +587,13 @@ impl Placer {
             for id in &pl.jobs {
                 let Some((j, p)) = by_id.get(id) else { continue };
                 if self.guard_allows(g, j, p) {
-                    self.start(j, Some(p.clone()), g, false, &pl.jobs, now)?;
+                    started += usize::from(self.start(j, Some(p.clone()), g, false, &pl.jobs, now)?);
                 } else {
                     self.core.metrics.guarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }
         }
-        Ok(())
+        Ok(started)
     }
 
     /// The memory and avoid-list guards.
@@ -598,12 +617,12 @@ impl Placer {
         exclusive: bool,
         group: &[JobId],
         now: f64,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<bool, ServiceError> {
         let co_apps: Vec<String> = self.running.values().filter(|r| r.gpu == gpu).map(|r| r.app.clone()).collect();
         let Some(att) =
             self.core.store.start_attempt(j.id, gpu as u32, &co_apps, exclusive, self.policy.name(), group, now)?
         else {
-            return Ok(());
+            return Ok(false);
         };
         self.core.metrics.attempts_started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let launch = Launch {
@@ -662,7 +681,7 @@ impl Placer {
                 let _ = tx.send(LoopMsg::Done { job: j.id, attempt: att.n, exit });
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn publish(&self) {

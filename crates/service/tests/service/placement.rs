@@ -8,7 +8,53 @@ use axum::http::StatusCode;
 use dqngpu_model::{ClusterView, Placement, Policy};
 use dqngpu_service::{HttpConfig, Service};
 
-use crate::util::{call, config, profile_json, submit, wait_final};
+use crate::util::{call, config, profile_json, submit, wait_final, wait_for};
+
+/// A shell command that runs until `flag` exists (at most a minute: a failed test leaves no
+/// process behind for long).
+fn until(flag: &std::path::Path) -> String {
+    format!("i=0; while [ ! -e {} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done", flag.display())
+}
+
+/// Places every waiting job on GPU 0, whatever runs there.
+struct AllOnZero;
+impl Policy for AllOnZero {
+    fn name(&self) -> &str {
+        "test-all-on-zero"
+    }
+    fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
+        if view.queue.is_empty() {
+            return Vec::new();
+        }
+        vec![Placement { gpu: 0, jobs: view.queue.iter().map(|q| q.id).collect() }]
+    }
+}
+
+/// A decision the service's memory guard holds back whole places nothing: the liveness rule
+/// applies to what starts, so a job that fits an idle GPU is started there (it waited, with
+/// GPU 1 idle, for as long as GPU 0's job ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_the_guard_holds_back_whole_still_gets_the_liveness_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::start(config(dir.path().join("data"), "titanxp:2"), Arc::new(AllOnZero), None).unwrap();
+    let router = svc.router(&HttpConfig::default());
+    // Two of these cannot share a 12 GB card.
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("big", 8000.0, 10.0, 5)), &[]).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let flag = dir.path().join("go");
+    let long = submit(&router, "big", &["sh", "-c", &until(&flag)]).await;
+    let v = wait_for(&router, long, |v| v["state"] == "running").await;
+    assert_eq!(v["gpu"], 0, "{v}");
+    let short = submit(&router, "big", &["true"]).await;
+    let v = wait_final(&router, short).await;
+    assert_eq!((v["state"].as_str(), v["gpu"].as_u64()), (Some("succeeded"), Some(1)), "{v}");
+    // The long job still ran while the short one started beside it on the idle GPU.
+    let (_, l) = call(&router, "GET", &format!("/v1/jobs/{long}"), None, &[]).await;
+    assert_eq!(l["state"], "running", "{l}");
+    std::fs::write(&flag, "").unwrap();
+    assert_eq!(wait_final(&router, long).await["state"], "succeeded");
+    svc.stop().await;
+}
 
 /// A policy that panics on every decision.
 struct Panics;
