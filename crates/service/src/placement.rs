@@ -390,15 +390,18 @@ impl Placer {
     }
 
     fn place(&mut self) -> Result<(), ServiceError> {
-        let queued = self.core.store.jobs(Some(JobState::Queued), 0, self.core.cfg.queue_window)?;
+        // Apps without a profile: one exclusive run per app, on an idle GPU. The other jobs of
+        // an app whose run is on wait for it, and are left out of the window: they would fill
+        // it and hide the jobs behind them from the policy, idle GPUs or not.
+        let mut profiling: BTreeSet<String> =
+            self.running.values().filter(|r| r.profile.is_none()).map(|r| r.app.clone()).collect();
+        let skip: Vec<String> = profiling.iter().cloned().collect();
+        let queued = self.core.store.queued_except(&skip, self.core.cfg.queue_window)?;
         self.last_queued = queued.len();
         if queued.is_empty() || self.launch_pause_until.is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }
         let now = unix_now();
-        // Apps without a profile: one exclusive run per app, on an idle GPU.
-        let mut profiling: BTreeSet<String> =
-            self.running.values().filter(|r| r.profile.is_none()).map(|r| r.app.clone()).collect();
         let mut with_profile = Vec::new();
         for j in &queued {
             match self.core.profiles.get(&j.spec.app) {

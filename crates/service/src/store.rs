@@ -290,6 +290,18 @@ impl Store {
         Ok(rows)
     }
 
+    /// The oldest `limit` queued jobs but those of `skip_apps`.
+    pub fn queued_except(&self, skip_apps: &[String], limit: usize) -> Result<Vec<JobRecord>> {
+        let conn = self.read()?;
+        let lim = limit.min(i64::MAX as usize) as i64;
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT {JOB_COLS} FROM jobs WHERE state = 'queued' \
+             AND app NOT IN (SELECT value FROM json_each(?1)) ORDER BY id LIMIT ?2"
+        ))?;
+        let v = st.query_map(params![json(&skip_apps)?, lim], job_from_row)?.collect::<Result<_, _>>()?;
+        Ok(v)
+    }
+
     /// Number of jobs in each state.
     pub fn count_by_state(&self) -> Result<BTreeMap<JobState, u64>> {
         let conn = self.read()?;

@@ -97,3 +97,32 @@ async fn a_policy_that_panics_is_reported_and_the_loop_lives_on() {
         .unwrap();
     assert!(detail.contains("test-panics") && detail.contains("the policy broke"), "{detail}");
 }
+
+/// Jobs of an app being profiled (they wait for its one exclusive run) do not fill the
+/// loop's window: a profiled job behind them starts on the idle GPU (it waited for the
+/// profiling run to end, the policy shown no job at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_waiting_for_their_apps_profiling_run_do_not_hide_the_rest_of_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path().join("data"), "titanxp:2");
+    cfg.queue_window = 2;
+    let (svc, router) = crate::util::start_with(cfg, "fifo", None);
+    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("known", 100.0, 10.0, 5)), &[]).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let flag = dir.path().join("go");
+    let first = submit(&router, "new", &["sh", "-c", &until(&flag)]).await;
+    wait_for(&router, first, |v| v["state"] == "running").await;
+    let waiting = [submit(&router, "new", &["true"]).await, submit(&router, "new", &["true"]).await];
+    let known = submit(&router, "known", &["true"]).await;
+    let v = wait_final(&router, known).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    for id in waiting {
+        let (_, w) = call(&router, "GET", &format!("/v1/jobs/{id}"), None, &[]).await;
+        assert_eq!(w["state"], "queued", "{w}");
+    }
+    std::fs::write(&flag, "").unwrap();
+    for id in [first, waiting[0], waiting[1]] {
+        assert_eq!(wait_final(&router, id).await["state"], "succeeded");
+    }
+    svc.stop().await;
+}
