@@ -79,6 +79,26 @@ CREATE TABLE IF NOT EXISTS events (
 );
 ";
 
+/// The schema's version, kept in SQLite's `user_version`: a database of a later one (a newer
+/// dqngpu wrote it) is refused, not read and written as this one. Version 0 is this schema
+/// before it was numbered.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Every table of the schema with the columns this version reads and writes.
+const TABLES: [(&str, &str); 5] = [
+    (
+        "jobs",
+        concat!(
+            "id, app, command, env, input_size_mb, params, state, gpu, attempts, failures, avoid_apps, ",
+            "submitted_at, started_at, finished_at, exit_code, signal, error, cancel_requested, idempotency_key"
+        ),
+    ),
+    ("attempts", ATTEMPT_COLS),
+    ("placements", "id, decided_at, policy, gpu, jobs"),
+    ("profiles", "app, profile, source, updated_at"),
+    ("events", "id, at, job_id, kind, detail"),
+];
+
 const JOB_COLS: &str = "id, app, command, env, input_size_mb, params, state, gpu, attempts, failures, avoid_apps, \
      submitted_at, started_at, finished_at, exit_code, signal, error, cancel_requested";
 const ATTEMPT_COLS: &str =
@@ -191,6 +211,36 @@ fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
     })
 }
 
+/// Why the database at `conn` is not one this version may open, if it is not: a later schema
+/// version, a table not of this schema, or one of its tables without a column it needs.
+/// A database that cannot be read at all fails as the error it is.
+fn check_schema(conn: &Connection) -> Result<(), String> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if version > SCHEMA_VERSION {
+        return Err(format!(
+            "schema version {version}, written by a newer dqngpu; this one reads version {SCHEMA_VERSION} and \
+             older: run the dqngpu that wrote it"
+        ));
+    }
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
+        .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+        .map_err(|e| e.to_string())?;
+    for t in tables {
+        let Some((_, cols)) = TABLES.iter().find(|(name, _)| *name == t) else {
+            return Err(format!("not a dqngpu database: it has a table `{t}` dqngpu never makes"));
+        };
+        let have: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .and_then(|mut st| st.query_map([&t], |r| r.get(0))?.collect())
+            .map_err(|e| e.to_string())?;
+        if let Some(missing) = cols.split(", ").find(|c| !have.iter().any(|h| h == c)) {
+            return Err(format!("not a dqngpu database: its table `{t}` has no column `{missing}`"));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed) the database file and its schema.
     pub fn open(path: &Path) -> Result<Self> {
@@ -203,11 +253,15 @@ impl Store {
 
     fn open_sqlite(path: &Path) -> Result<Self> {
         let conn = Connection::open(path)?;
+        // Before anything is written: another program's database, or a newer dqngpu's, is
+        // refused as it is.
+        check_schema(&conn).map_err(|why| ServiceError::Config(format!("database {}: {why}", path.display())))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         let reader = Connection::open(path)?;
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         Ok(Store { conn: Mutex::new(conn), reader: Mutex::new(reader) })
@@ -627,6 +681,20 @@ mod tests {
         assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::Cancelled));
         assert_eq!(s.cancel(j.id, 6.0).unwrap(), Some(CancelOutcome::AlreadyFinal(JobState::Cancelled)));
         assert_eq!(s.cancel(999, 6.0).unwrap(), None);
+    }
+
+    /// A database written before the schema was numbered (version 0, the same tables) opens,
+    /// keeps its jobs, and is numbered.
+    #[test]
+    fn a_database_from_before_the_version_number_opens_and_is_numbered() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("db.sqlite");
+        let (j, _) = Store::open(&path).unwrap().insert_job(&job(), None, 1.0).unwrap();
+        Connection::open(&path).unwrap().execute_batch("PRAGMA user_version = 0;").unwrap();
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.job(j.id).unwrap().unwrap().spec, job());
+        let v: i64 = Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
     }
 
     /// A profile posted while an app's first job ran is not replaced by the profile that run

@@ -67,3 +67,48 @@ async fn a_data_dir_that_is_a_file_or_holds_no_database_is_named() {
     assert!(e.to_string().contains("dqngpu.sqlite"), "{e}");
     assert_eq!(std::fs::read(data.join("dqngpu.sqlite")).unwrap(), junk);
 }
+
+/// A SQLite file that is not dqngpu's (another program's tables, or a `jobs` table of other
+/// columns) is refused naming it, and left as it was: it was opened, dqngpu's tables added to
+/// it, and the service then failed every placement pass and submission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_sqlite_database_is_refused_and_left_as_it_was() {
+    for foreign in ["CREATE TABLE notes (x TEXT);", "CREATE TABLE jobs (id INTEGER PRIMARY KEY, state TEXT);"] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let db = data.join("dqngpu.sqlite");
+        rusqlite::Connection::open(&db).unwrap().execute_batch(foreign).unwrap();
+        let Err(e) = open(&data) else { panic!("a foreign database was opened: {foreign}") };
+        let text = e.to_string();
+        assert!(text.contains("dqngpu.sqlite") && text.contains("not a dqngpu database"), "{text}");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(tables.len(), 1, "the foreign database was changed: {tables:?}");
+    }
+}
+
+/// A database a newer dqngpu wrote (a higher schema version) is refused naming both versions,
+/// not read and written as this version's; this version's own database opens again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_of_a_newer_schema_is_refused_naming_the_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    open(&data).unwrap().stop().await;
+    let db = data.join("dqngpu.sqlite");
+    let ours: i64 =
+        rusqlite::Connection::open(&db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert!(ours >= 1, "no schema version is written");
+    open(&data).unwrap().stop().await;
+    rusqlite::Connection::open(&db).unwrap().execute_batch(&format!("PRAGMA user_version = {};", ours + 1)).unwrap();
+    let Err(e) = open(&data) else { panic!("a database of a newer schema was opened") };
+    let text = e.to_string();
+    assert!(text.contains("dqngpu.sqlite") && text.contains(&format!("schema version {}", ours + 1)), "{text}");
+    assert!(text.contains(&format!("version {ours}")), "{text}");
+}
