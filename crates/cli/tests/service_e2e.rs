@@ -627,3 +627,35 @@ fn a_bad_config_setting_is_named_by_file_and_field() {
         assert!(err.contains("serve.toml") && err.contains(field) && !err.contains("--"), "{text}: {err}");
     }
 }
+
+/// The binary a server was started from is removed while it runs (an upgrade that replaces
+/// it, an uninstall): its jobs still start, under the server's own binary as their
+/// supervisor (each failed for good, "cannot start the job's supervisor": the supervisor was
+/// started by the path the server was started from).
+#[test]
+fn jobs_still_start_after_the_servers_binary_is_removed() {
+    let dir = test_dir("binary-removed");
+    let data = dir.join("data");
+    let copy = dir.join("dqngpu-copy");
+    std::fs::copy(BIN, &copy).unwrap();
+    let port = free_port();
+    let child = Command::new(&copy)
+        .args(["serve", "--gpus", "titanxp:1", "--tick-ms", "50", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server { child, url: format!("http://127.0.0.1:{port}") };
+    let up = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        ureq::get(&format!("{}/healthz", server.url)).call().is_ok()
+    });
+    assert!(up, "the service did not come up");
+    std::fs::remove_file(&copy).unwrap();
+    let id = submit_script(&server.url, "after-upgrade", "exit 0");
+    let job = wait_all_final(&server.url, 1).remove(0);
+    assert_eq!(job["id"], id);
+    assert_eq!(job["state"], "succeeded", "{job}");
+}

@@ -241,7 +241,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let gpus_by_flag = args.gpus.is_some();
     let (gpus, monitor) =
         discover_gpus(args.gpus.or(file.gpus).as_deref()).with_context(|| origin("--gpus", "gpus", gpus_by_flag))?;
-    let exe = std::env::current_exe().context("locating the dqngpu binary for the job supervisor")?;
+    // The supervisor is this very build, by `/proc/self/exe` (which names the running
+    // binary even once its file is gone): the path it was started by may since hold another
+    // version (an upgrade) or nothing, and every job then failed to start.
+    let exe = PathBuf::from("/proc/self/exe");
+    anyhow::ensure!(exe.exists(), "the job supervisor is this binary, found by {}: it is missing", exe.display());
     let mut cfg = ServiceConfig::new(
         data_dir,
         gpus,
