@@ -319,6 +319,15 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
         let p = path.to_path_buf();
         move |source| ModelError::Io { path: p, source }
     };
+    // An earlier run's marker and reports go first: a run stopped part way must not leave
+    // them beside its own new CSVs, where the directory would look finished but mix two runs.
+    for name in ["results.json", "report.md", "report.html"] {
+        let p = out.join(name);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&p)(e).into()),
+            _ => {}
+        }
+    }
     let plot_dir = out.join("plots");
     std::fs::create_dir_all(&plot_dir).map_err(io(&plot_dir))?;
     remove_old_plots(&plot_dir)?;
@@ -500,6 +509,38 @@ mod tests {
         std::fs::create_dir(&mine).unwrap();
         std::fs::write(mine.join("config.toml"), "library = 'thesis'\n").unwrap();
         assert!(prepare(&mine).unwrap_err().to_string().contains("config.toml"));
+    }
+
+    /// A rerun into a finished experiment's directory that stops part way (killed, a disk
+    /// full, a plot that cannot be written) must not leave the earlier run's results.json, the
+    /// marker of a finished experiment, beside its own new summary.csv: the directory would
+    /// look complete while mixing two runs.
+    #[test]
+    fn a_rerun_stopped_part_way_leaves_no_earlier_marker_beside_its_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let first = synthetic();
+        write_all(&first, out).unwrap();
+        // The second run draws the same plots; one of them cannot be written (a directory
+        // holds its name), so write_all stops after summary.csv and league.csv.
+        std::fs::remove_file(out.join("plots").join("slowdown.png")).unwrap();
+        std::fs::create_dir_all(out.join("plots").join("slowdown.png").join("x")).unwrap();
+        let mut second = synthetic();
+        second.config.evaluation.first_seed = 5000;
+        for r in &mut second.summary {
+            r.makespan_s_mean += 1000.0;
+        }
+        assert!(write_all(&second, out).is_err());
+        let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+        assert!(csv.lines().nth(1).unwrap().starts_with("random,sjf,2,3450.000,"), "{csv}");
+        for f in ["results.json", "report.md", "report.html"] {
+            assert!(!out.join(f).exists(), "{f} of the earlier run is left beside the new summary.csv");
+        }
+        // What is left is an interrupted run's output, which a rerun may take back.
+        std::fs::remove_dir_all(out.join("plots").join("slowdown.png")).unwrap();
+        prepare(out).unwrap();
+        write_all(&second, out).unwrap();
+        assert!(out.join("results.json").is_file());
     }
 
     /// A rerun removes the earlier experiment's plots it does not redraw, and nothing else.
