@@ -237,10 +237,36 @@ pub fn write_replay(r: &ReplayResult, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(vec![csv, json, svg, png])
 }
 
-/// Writes `report.md`, `results.json`, `summary.csv` and per-list curves and plots into `dir`.
+/// Removes from `dir` what an earlier experiment wrote there and this one may not rewrite:
+/// `results.json` and `report.md`, and each pod list's curves and plots (the lists whose
+/// `curves_<list>.csv` is there). Other files are kept.
+fn remove_earlier(dir: &Path) -> Result<()> {
+    let remove = |p: PathBuf| match std::fs::remove_file(&p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TraceError::io(&p, e)),
+        _ => Ok(()),
+    };
+    remove(dir.join("results.json"))?;
+    remove(dir.join("report.md"))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(list) = name.strip_prefix("curves_").and_then(|n| n.strip_suffix(".csv")) else { continue };
+        for stem in [format!("allocation_{list}"), format!("allocation_{list}_zoom")] {
+            remove(dir.join(format!("{stem}.svg")))?;
+            remove(dir.join(format!("{stem}.png")))?;
+        }
+        remove(e.path())?;
+    }
+    Ok(())
+}
+
+/// Writes `summary.csv`, per-list curves and plots, `report.md` and, last, `results.json`
+/// into `dir`, after removing an earlier experiment's ([`remove_earlier`]): the directory
+/// holds one run's files, and a run stopped part way leaves no `results.json`.
 pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;
-    write(&dir.join("results.json"), &serde_json::to_string(res).map_err(|e| TraceError::Unusable(e.to_string()))?)?;
+    remove_earlier(dir)?;
+    let json = serde_json::to_string(res).map_err(|e| TraceError::Unusable(e.to_string()))?;
     write(&dir.join("summary.csv"), &summary_csv(&res.summary))?;
     let mut md = report_header(&res.config);
     let mut lists: Vec<&String> = Vec::new();
@@ -255,6 +281,8 @@ pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> 
     }
     let report = dir.join("report.md");
     write(&report, &md)?;
+    // Last: its presence says the run finished.
+    write(&dir.join("results.json"), &json)?;
     Ok(report)
 }
 

@@ -1,0 +1,63 @@
+//! The experiment grid and its files, on a small fixture written to a temporary directory.
+
+use std::path::{Path, PathBuf};
+
+use dqngpu_trace::experiment::{run_experiment, write_experiment, ExperimentConfig};
+
+const NODES: &str =
+    "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,4,T4\nb,64000,262144,4,T4\nc,32000,131072,2,A10\n";
+const PODS: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n\
+    p0,4000,1024,1,500,\np1,8000,2048,1,1000,\np2,2000,1024,1,250,\np3,16000,4096,2,1000,\n\
+    p4,1000,512,0,0,\np5,6000,1024,1,700,T4\n";
+
+/// The fixture's node list and two pod lists (`one`, `two`) in `dir`.
+fn fixture(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let nodes = dir.join("nodes.csv");
+    std::fs::write(&nodes, NODES).unwrap();
+    let one = dir.join("openb_pod_list_one.csv");
+    std::fs::write(&one, PODS).unwrap();
+    let two = dir.join("openb_pod_list_two.csv");
+    std::fs::write(&two, PODS.replace("p5,6000", "p5,12000")).unwrap();
+    (nodes, one, two)
+}
+
+fn config(nodes: &Path, lists: &[&Path], policies: &[&str], seeds: &[u64]) -> ExperimentConfig {
+    ExperimentConfig {
+        nodes: nodes.to_path_buf(),
+        pod_lists: lists.iter().map(|p| p.to_path_buf()).collect(),
+        policies: policies.iter().map(|s| s.to_string()).collect(),
+        seeds: seeds.to_vec(),
+        tune: 1.3,
+    }
+}
+
+/// The files of one run only: a rerun into the same directory with fewer pod lists left the
+/// earlier run's `curves_<list>.csv` and plots beside the new report, and the run wrote
+/// `results.json` first, so one stopped part way left the new results.json and summary.csv
+/// beside the earlier report and curves.
+#[test]
+fn a_rerun_leaves_no_file_of_the_earlier_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, one, two) = fixture(dir.path());
+    let out = dir.path().join("out");
+    let both = run_experiment(&config(&nodes, &[&one, &two], &["fgd", "bestfit"], &[1, 2]), &|| {}).unwrap();
+    write_experiment(&both, &out).unwrap();
+    for f in ["curves_two.csv", "allocation_two.png", "allocation_two_zoom.svg"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let only_one = run_experiment(&config(&nodes, &[&one], &["fgd"], &[1]), &|| {}).unwrap();
+    write_experiment(&only_one, &out).unwrap();
+    for f in ["curves_two.csv", "allocation_two.png", "allocation_two.svg", "allocation_two_zoom.png"] {
+        assert!(!out.join(f).exists(), "{f} of the earlier run is left");
+    }
+    assert!(out.join("curves_one.csv").is_file() && out.join("results.json").is_file());
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+
+    // Stopped part way (here: a plot that cannot be written): no results.json, the marker of
+    // a finished run, is left beside the files it did write.
+    std::fs::remove_file(out.join("allocation_one.png")).unwrap();
+    std::fs::create_dir_all(out.join("allocation_one.png").join("x")).unwrap();
+    assert!(write_experiment(&both, &out).is_err());
+    assert!(!out.join("results.json").exists(), "a results.json beside a partly written run");
+}
