@@ -136,11 +136,29 @@ fn mean_curve(curves: &[&Vec<Option<f64>>]) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// Refuses an empty grid and a policy, pod list (by its short name) or seed named twice: the
+/// summary pools runs by list and policy, so a repeat would be run again and pooled, its row
+/// written twice and its standard deviation taken over copies of the same numbers.
+fn check_grid(cfg: &ExperimentConfig) -> Result<()> {
+    let names: Vec<String> = cfg.pod_lists.iter().map(|p| list_name(p)).collect();
+    let seeds: Vec<String> = cfg.seeds.iter().map(u64::to_string).collect();
+    for (what, items) in [("pod list", &names), ("policy", &cfg.policies), ("seed", &seeds)] {
+        if items.is_empty() {
+            return Err(TraceError::Unusable(format!("the experiment names no {what}")));
+        }
+        if let Some(k) = (1..items.len()).find(|&k| items[..k].contains(&items[k])) {
+            return Err(TraceError::Unusable(format!("{what} `{}` is named twice", items[k])));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the grid in parallel on rayon's pool; `tick` is called after each run.
 pub fn run_experiment(cfg: &ExperimentConfig, tick: &(dyn Fn() + Sync)) -> Result<ExperimentResults> {
     for p in &cfg.policies {
         by_name(p)?;
     }
+    check_grid(cfg)?;
     let nodes = read_nodes(&cfg.nodes)?;
     let lists: Vec<(String, Vec<crate::reader::PodRow>)> =
         cfg.pod_lists.iter().map(|p| Ok((list_name(p), read_pods(p)?))).collect::<Result<_>>()?;

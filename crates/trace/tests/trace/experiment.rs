@@ -31,6 +31,35 @@ fn config(nodes: &Path, lists: &[&Path], policies: &[&str], seeds: &[u64]) -> Ex
     }
 }
 
+/// A policy, pod list or seed named twice was run twice and its runs pooled: the summary's
+/// row came twice, each over twice the runs (`seeds` 2 for one seed), with a standard
+/// deviation over copies of the same numbers. Refused, naming what is repeated.
+#[test]
+fn a_repeated_policy_list_or_seed_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, one, _) = fixture(dir.path());
+    let cases = [
+        (config(&nodes, &[&one], &["fgd", "fgd"], &[1, 2]), "policy `fgd`"),
+        (config(&nodes, &[&one, &one], &["fgd"], &[1, 2]), "pod list `one`"),
+        (config(&nodes, &[&one], &["fgd"], &[1, 1]), "seed `1`"),
+    ];
+    for (cfg, what) in cases {
+        let e = run_experiment(&cfg, &|| {}).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains(what) && e.contains("twice"), "{what}: {e:?}");
+    }
+    // Nothing to run is refused too, rather than a report with no table.
+    for cfg in [
+        config(&nodes, &[], &["fgd"], &[1]),
+        config(&nodes, &[&one], &[], &[1]),
+        config(&nodes, &[&one], &["fgd"], &[]),
+    ] {
+        assert!(run_experiment(&cfg, &|| {}).is_err(), "{cfg:?}");
+    }
+    let ok = run_experiment(&config(&nodes, &[&one], &["fgd"], &[1, 2]), &|| {}).unwrap();
+    assert_eq!(ok.summary.len(), 1);
+    assert_eq!(ok.summary[0].seeds, 2);
+}
+
 /// The files of one run only: a rerun into the same directory with fewer pod lists left the
 /// earlier run's `curves_<list>.csv` and plots beside the new report, and the run wrote
 /// `results.json` first, so one stopped part way left the new results.json and summary.csv
