@@ -95,6 +95,11 @@ pub fn arrival_order(
     rng: &mut ChaCha8Rng,
     names: &[&str],
 ) -> Result<Vec<Pod>> {
+    // NaN compares false with everything, so it read as "keep the list" and the results said
+    // tune NaN; an infinite one inflated up to MAX_COPIES before failing.
+    if !cfg.tune.is_finite() {
+        return Err(TraceError::Unusable(format!("tune {} is not a finite number", cfg.tune)));
+    }
     let mut by_name: Vec<usize> = (0..originals.len()).collect();
     by_name.sort_by(|&a, &b| names[a].cmp(names[b]));
     let mut order: Vec<Pod> = by_name.iter().map(|&i| originals[i].clone()).collect();

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use dqngpu_trace::experiment::{run_experiment, write_experiment, ExperimentConfig};
+use dqngpu_trace::reader::{parse_nodes, parse_pods};
+use dqngpu_trace::{replay, ReplayConfig};
 
 const NODES: &str =
     "sn,cpu_milli,memory_mib,gpu,model\na,64000,262144,4,T4\nb,64000,262144,4,T4\nc,32000,131072,2,A10\n";
@@ -58,6 +60,19 @@ fn a_repeated_policy_list_or_seed_is_refused() {
     let ok = run_experiment(&config(&nodes, &[&one], &["fgd"], &[1, 2]), &|| {}).unwrap();
     assert_eq!(ok.summary.len(), 1);
     assert_eq!(ok.summary[0].seeds, 2);
+}
+
+/// A tune that is not a number was taken as "no tuning" (every comparison with NaN is false),
+/// and the results said tune NaN.
+#[test]
+fn a_tune_that_is_not_a_finite_number_is_refused() {
+    let nodes = parse_nodes(NODES, "n.csv").unwrap();
+    let pods = parse_pods(PODS, "p.csv").unwrap();
+    let fgd = dqngpu_trace::policies::by_name("fgd").unwrap();
+    for tune in [f64::NAN, f64::INFINITY] {
+        let e = replay(&nodes, &pods, fgd.as_ref(), &ReplayConfig { tune, seed: 1 }).err();
+        assert!(e.as_ref().is_some_and(|e| e.to_string().contains("tune")), "{tune}: {e:?}");
+    }
 }
 
 /// The files of one run only: a rerun into the same directory with fewer pod lists left the
