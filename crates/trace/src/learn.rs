@@ -106,6 +106,17 @@ pub fn train(
         }
         None => Weights::fgd_like().w,
     };
+    // Training draws seeds from TRAIN_SEED_BASE on; past VALIDATION_SEED_BASE the check that
+    // picks the shipped weights would replay sequences they were trained on.
+    let train_seeds = cfg.iterations.saturating_mul(cfg.sequences) as u64;
+    if cfg.validation > 0 && train_seeds > VALIDATION_SEED_BASE - TRAIN_SEED_BASE {
+        return Err(TraceError::Unusable(format!(
+            "{} iterations x {} sequences draw training seeds {TRAIN_SEED_BASE}.. past the validation seeds from {VALIDATION_SEED_BASE}: at most {} sequences in all (or no validation)",
+            cfg.iterations,
+            cfg.sequences,
+            VALIDATION_SEED_BASE - TRAIN_SEED_BASE
+        )));
+    }
     let start = theta.clone();
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut logs = Vec::new();

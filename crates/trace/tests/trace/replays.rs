@@ -117,6 +117,21 @@ fn training_the_learned_scorer_runs_and_logs_each_iteration() {
     assert!(w.provenance.contains("validation on seeds 2000..2009"), "{}", w.provenance);
 }
 
+/// Training seeds run from 1000 up, one per sequence and iteration; validation, which picks
+/// the weights that ship, uses 2000 up. 1001 sequences in all trained on seed 2000 and then
+/// validated on it. Refused before any replay; 1000 in all, or no validation, still run.
+#[test]
+fn training_never_draws_the_validation_seeds() {
+    use dqngpu_trace::learn::{train, LearnConfig};
+    let nodes = parse_nodes(NODES, "n.csv").unwrap();
+    let list = pods(&["a,2000,1024,1,300,", "b,4000,1024,1,700,", "c,1000,1024,0,0,"]);
+    let cfg = LearnConfig { iterations: 1001, pairs: 1, sequences: 1, validation: 1, ..LearnConfig::default() };
+    let e = train(&nodes, &list, &cfg, &|_| {}).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("validation seeds from 2000"), "{e:?}");
+    let cfg = LearnConfig { iterations: 1, pairs: 1, sequences: 1000, validation: 1, ..LearnConfig::default() };
+    assert!(train(&nodes, &list, &cfg, &|_| {}).is_ok());
+}
+
 /// A two-node cluster (each two T4s; `a` CPU-rich, `b` CPU-poor), the typical pods of `list`,
 /// and the decision of `policy` for the list's first pod.
 fn first_choice(policy: &dyn dqngpu_trace::NodePolicy, list: &[PodRow]) -> usize {
