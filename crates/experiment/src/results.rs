@@ -526,6 +526,16 @@ pub fn costs(summary: &[SummaryRow], class: &str, cfg: &ExperimentConfig) -> Vec
     out
 }
 
+/// `text` as one CSV field (RFC 4180): quoted, its quotes doubled, where it holds a comma, a
+/// quote or a line break (a cluster such as `titanxp,t4:3`, a library path); else as it is.
+fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\"")).into()
+    } else {
+        text.into()
+    }
+}
+
 /// `summary.csv`: the required columns first, then the extras of [`SUMMARY_COLUMNS`].
 pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
     let mut s = SUMMARY_COLUMNS.join(",");
@@ -551,11 +561,11 @@ pub fn summary_csv(summary: &[SummaryRow], jobs_per_set: usize) -> String {
             r.mean_jct_s_mean,
             r.ci(r.mean_jct_s_ci95).map_or(String::new(), |c| format!("{c:.3}")),
             r.slowed_over_10_pct_mean,
-            r.cell,
-            r.library,
-            r.cluster,
-            r.arrivals,
-            r.max_slowdown,
+            csv_field(&r.cell),
+            csv_field(&r.library),
+            csv_field(&r.cluster),
+            csv_field(&r.arrivals),
+            csv_field(&r.max_slowdown),
             r.p95_exec_slowdown_mean,
             r.jct_lower_bound_s_mean,
         ));
@@ -628,6 +638,36 @@ pub(crate) mod tests {
             assert_eq!(col(c), "", "{c} in {csv}");
         }
         assert_eq!(col("makespan_s_mean"), "100.000");
+    }
+
+    /// A cluster of several GPU models (`titanxp,t4:3`, as `--gpus` takes it) or a library
+    /// directory with a comma went unquoted into summary.csv: the row had more fields than
+    /// the header, and every column after `cluster` was read one off.
+    #[test]
+    fn a_cluster_or_library_with_a_comma_keeps_summary_csv_aligned() {
+        let runs =
+            vec![run("random", "sjf", 1, 100.0, 50.0, &[1.0, 1.0]), run("random", "sjf", 2, 300.0, 70.0, &[1.0, 1.5])];
+        let mut s = summarise(&runs, &["random".into()], &["sjf".to_string()], &[]);
+        let cell = crate::config::CellConfig {
+            name: "mixed".into(),
+            library: "/data/libs,v2 \"q\"".into(),
+            gpus: "titanxp,t4:3".into(),
+            jobs: 2,
+            arrival_rate: None,
+            max_slowdown_pct: None,
+        };
+        crate::cells::label(&mut s, &cell);
+        let csv = summary_csv(&s, 2);
+        let mut reader = csv::Reader::from_reader(csv.as_bytes());
+        let header = reader.headers().unwrap().clone();
+        assert_eq!(header.len(), SUMMARY_COLUMNS.len());
+        let row = reader.records().next().unwrap().unwrap();
+        assert_eq!(row.len(), header.len(), "{csv}");
+        let col = |name: &str| row[SUMMARY_COLUMNS.iter().position(|c| *c == name).unwrap()].to_string();
+        assert_eq!(col("cluster"), "titanxp,t4:3");
+        assert_eq!(col("library"), "/data/libs,v2 \"q\"");
+        assert_eq!(col("arrivals"), "t=0");
+        assert_eq!(col("p95_exec_slowdown_mean"), "1.2500");
     }
 
     /// The first and last pass are means over whole passes, not single iterations; a curve
