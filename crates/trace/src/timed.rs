@@ -657,8 +657,8 @@ pub fn summarize(results: &[TimedResult]) -> Vec<TimedSummary> {
         .collect()
 }
 
-/// Writes `results.json`, `summary.csv`, `curves.csv` (allocation and queue over the arrival
-/// span, the first seed of each policy) and `allocation_over_time.{svg,png}` into `dir`.
+/// Writes `summary.csv`, `curves.csv` (allocation and queue over the arrival span, the first
+/// seed of each policy), `allocation_over_time.{svg,png}` and, last, `results.json` into `dir`.
 pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     use crate::plots::{LineChart, Series};
     use crate::policies::paper_label;
@@ -671,7 +671,14 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
         Ok(path)
     };
     let json = serde_json::to_string_pretty(results).map_err(|e| TraceError::Unusable(e.to_string()))?;
-    let mut out = vec![put("results.json", &json)?];
+    // An earlier run's results.json goes first and ours comes last, so a run stopped part
+    // way leaves none beside a mix of its files and the earlier ones.
+    let marker = dir.join("results.json");
+    match std::fs::remove_file(&marker) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(TraceError::io(&marker, e)),
+        _ => {}
+    }
+    let mut out = Vec::new();
 
     let mut s = String::from(
         "policy,seeds,mean_wait_s,p95_wait_s,max_wait_s,waited_pct,mean_allocation_pct,mean_cpu_allocation_pct,peak_queue,reservations\n",
@@ -741,5 +748,6 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
         out.push(svg);
         out.push(png);
     }
+    out.push(put("results.json", &json)?);
     Ok(out)
 }

@@ -223,3 +223,20 @@ proptest! {
         }
     }
 }
+
+/// `write_timed` wrote results.json first: a rerun into the same directory stopped part way
+/// (here: the plot cannot be written) left its new results.json beside the earlier run's
+/// summary.csv and curves. results.json now goes first and comes back last.
+#[test]
+fn a_timed_rerun_stopped_part_way_leaves_no_results_json() {
+    use dqngpu_trace::timed::write_timed;
+    let list = pods(&["p0,1000,1024,1,1000,,LS,Running,0,100,0", "p1,1000,1024,1,1000,,LS,Running,10,50,10"]);
+    let run = |name: &str| replay_timed(&one_gpu(), &list, by_name(name).unwrap().as_ref(), &at_trace_pace(1)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_timed(&[run("fgd")], dir.path()).unwrap();
+    assert!(dir.path().join("results.json").is_file());
+    std::fs::remove_file(dir.path().join("allocation_over_time.png")).unwrap();
+    std::fs::create_dir_all(dir.path().join("allocation_over_time.png").join("x")).unwrap();
+    assert!(write_timed(&[run("bestfit")], dir.path()).is_err());
+    assert!(!dir.path().join("results.json").exists(), "a results.json beside a partly written run");
+}
