@@ -53,8 +53,18 @@ pub(super) fn imitation_episode(
                 }
                 None => labels.first().copied().unwrap_or(0),
             };
+            let followed = labels.contains(&pick);
             if !labels.is_empty() {
                 steps.push(Step { rows: rows[..n * FEATURES].to_vec(), n, chosen: labels, weight: 1.0 });
+            }
+            // The learner placed a job off the teacher's plan: the rest of that plan was made
+            // for a cluster without the learner's choice, so the teacher plans again from here.
+            // (Hold ends the round: nothing is left to label.)
+            if learner.is_some() && !followed && round.pair(pick).is_some() {
+                if let Some(fresh) = teacher_after(task, ep, view, &round.placements_with(pick).0, teacher) {
+                    todo = fresh;
+                    return pick;
+                }
             }
             if let Some((i, g)) = round.pair(pick) {
                 let id = view.queue[i].id;
@@ -66,6 +76,21 @@ pub(super) fn imitation_episode(
         })
     })?;
     Ok(steps)
+}
+
+/// What `teacher` places, as (job, GPU) pairs, on `view` once `placed` have started (`None`
+/// if the simulator cannot take them, which a legal row never is).
+fn teacher_after(
+    task: &ScorerTask,
+    ep: &Episode,
+    view: &dqngpu_model::ClusterView<'_>,
+    placed: &[dqngpu_model::Placement],
+    teacher: &dyn Policy,
+) -> Option<Vec<(dqngpu_model::JobId, usize)>> {
+    let mut sim = Simulator::from_view(view, task.interference.clone(), config_of(task, ep)).ok()?;
+    sim.apply(placed).ok()?;
+    let decision = teacher.decide(&sim.view());
+    Some(decision.iter().flat_map(|p| p.jobs.iter().map(move |&j| (j, p.gpu))).collect())
 }
 
 /// Look-ahead imitation steps of one episode (expert iteration): at each choice, the rows the

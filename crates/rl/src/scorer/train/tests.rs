@@ -221,3 +221,58 @@ fn advantages_are_centred_in_units_of_the_sets_spread() {
     }
     assert_eq!(set_advantages(&[5.0, 5.0, 5.0]), vec![0.0; 3]);
 }
+
+/// A teacher that records the running jobs of every view it is asked on.
+struct Recording<'a> {
+    inner: &'a dyn dqngpu_model::Policy,
+    asked: std::sync::Mutex<Vec<(f64, Vec<dqngpu_model::JobId>)>>,
+}
+
+impl dqngpu_model::Policy for Recording<'_> {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    fn decide(&self, view: &dqngpu_model::ClusterView<'_>) -> Vec<dqngpu_model::Placement> {
+        let running = view.gpus.iter().flat_map(|g| g.running.iter().map(|r| r.id)).collect();
+        self.asked.lock().unwrap().push((view.now_s, running));
+        self.inner.decide(view)
+    }
+}
+
+/// DAgger: where the learner leaves the teacher's plan within a decision, the teacher plans
+/// again on the cluster with the learner's choices started (its old plan was made for a
+/// cluster without them), so the next labels are the teacher's answer to where the learner went.
+#[test]
+fn dagger_asks_the_teacher_again_where_the_learner_left_its_plan() {
+    let lib = Arc::new(dqngpu_model::library::resolve("thesis").unwrap());
+    let cluster = ClusterSpec::parse_gpus("4xtitanxp:2").unwrap();
+    let classes = dqngpu_model::WorkloadClass::ALL;
+    let eps = episodes(&[lib], &cluster, &classes, 16, dqngpu_sim::Arrivals::AllAtZero, 2, 7).unwrap();
+    let task = ScorerTask {
+        train: eps.clone(),
+        validation: Vec::new(),
+        interference: Arc::from(dqngpu_interference::by_name("contention").unwrap()),
+        config: SimConfig::default(),
+    };
+    let sjf_bestfit = dqngpu_policy::by_name("sjf-bestfit", 1).unwrap();
+    let learner = ScorerPolicy::untrained(&[8], 3).unwrap();
+    let greedy = dqngpu_policy::Greedy::default();
+    let mut replans = 0;
+    for ep in &task.train {
+        let teacher = Recording { inner: sjf_bestfit.as_ref(), asked: Default::default() };
+        let steps = labels::imitation_episode(&task, ep, &teacher, Some(learner.mlp()), &greedy).unwrap();
+        assert!(!steps.is_empty());
+        let asked = teacher.asked.into_inner().unwrap();
+        // A second call at one moment is a plan made again: on that moment's cluster with more
+        // jobs started than the first call saw, every one of those still running.
+        for w in asked.windows(2) {
+            let ((t0, before), (t1, after)) = (&w[0], &w[1]);
+            if t1 == t0 {
+                replans += 1;
+                assert!(after.len() > before.len(), "asked again at {t1} s with no new job started");
+                assert!(before.iter().all(|j| after.contains(j)));
+            }
+        }
+    }
+    assert!(replans > 0, "the untrained learner never left the teacher's plan: the check proves nothing");
+}
