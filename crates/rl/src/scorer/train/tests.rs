@@ -274,5 +274,8 @@ fn dagger_asks_the_teacher_again_where_the_learner_left_its_plan() {
             }
         }
     }
-    assert!(replans > 0, "the untrained learner never left the teacher's plan: the check proves nothing");
+    assert!(
+        replans > 0,
+        "the teacher was never asked again within a decision: DAgger kept a stale plan, or the learner never left it"
+    );
 }
