@@ -7,7 +7,7 @@
 //! rules have been played, also the rule whose run ended first deciding the rest. The cost is
 //! the one the scorer was trained on (`train::Guard`): mean JCT, plus the makespan guard
 //! (`makespan_guard` x the best rule's mean JCT x the share of makespan past 1.01 x the best
-//! rule's).
+//! rule's), makespans counted from the epoch's first choice (below).
 //!
 //! The plan keeps its promise (a fortified rollout): the future it took is weighed again at
 //! the next decision, first, so it is left only for a cheaper one; at the first choice of an
@@ -75,8 +75,25 @@ impl Default for PlanConfig {
     }
 }
 
+/// The training's makespan guard over an epoch: a future's makespan is counted from the
+/// epoch's first choice, as the references' is, so that the guard charges a share of the time
+/// left the same whatever the clock reads (a service's uptime, or the Unix time of a
+/// Kubernetes extender, where a makespan counted from 0 would never pass 1.01 x the rules').
+#[derive(Debug, Clone, Copy)]
+struct EpochGuard {
+    guard: train::Guard,
+    origin_s: f64,
+}
+
+impl EpochGuard {
+    /// What a future ending at clock `makespan` is charged, in seconds of mean JCT.
+    fn penalty(&self, makespan: f64) -> f64 {
+        self.guard.penalty(makespan - self.origin_s)
+    }
+}
+
 /// The cost of a future: mean JCT, plus the training's makespan guard where there is one.
-fn cost(guard: Option<&train::Guard>, r: &SimResult) -> f64 {
+fn cost(guard: Option<&EpochGuard>, r: &SimResult) -> f64 {
     r.mean_jct_s + guard.map_or(0.0, |g| g.penalty(r.makespan_s))
 }
 
@@ -88,7 +105,7 @@ const TIE: f64 = 1e-9;
 
 /// The index of the future that costs least (ties as [`TIE`] says: the first wins); `None`
 /// with no futures.
-fn cheapest_index<'a>(ends: impl IntoIterator<Item = &'a SimResult>, guard: Option<&train::Guard>) -> Option<usize> {
+fn cheapest_index<'a>(ends: impl IntoIterator<Item = &'a SimResult>, guard: Option<&EpochGuard>) -> Option<usize> {
     let mut best: Option<(f64, usize)> = None;
     for (k, res) in ends.into_iter().enumerate() {
         let c = cost(guard, res);
@@ -153,12 +170,16 @@ struct Future {
 struct Refs {
     total_jct: f64,
     makespan: f64,
+    /// The clock at the epoch's first choice, where makespans are counted from.
+    origin_s: f64,
 }
 
 impl Refs {
     /// The guard of `weight` at a moment with `jobs` jobs left: in units of their mean JCT.
-    fn guard(&self, weight: f64, jobs: usize) -> train::Guard {
-        train::Guard { jct: self.total_jct / jobs.max(1) as f64, makespan: self.makespan, weight }
+    fn guard(&self, weight: f64, jobs: usize) -> EpochGuard {
+        let guard =
+            train::Guard { jct: self.total_jct / jobs.max(1) as f64, makespan: self.makespan - self.origin_s, weight };
+        EpochGuard { guard, origin_s: self.origin_s }
     }
 }
 
@@ -276,7 +297,7 @@ impl PlanPolicy {
         decision: Vec<Placement>,
         then: Then,
         row: Option<usize>,
-        guard: Option<&train::Guard>,
+        guard: Option<&EpochGuard>,
         incumbent: &Incumbent,
     ) -> Option<Future> {
         let keep = |s: &Simulator| {
@@ -417,7 +438,8 @@ impl Policy for PlanPolicy {
             if weight > 0.0 && promise.refs.is_none() {
                 let rules = self.rules_futures(&sim);
                 let best = train::Guard::best_of(rules.iter().map(|f| &f.end), weight);
-                promise.refs = Some(Refs { total_jct: best.jct * jobs as f64, makespan: best.makespan });
+                promise.refs =
+                    Some(Refs { total_jct: best.jct * jobs as f64, makespan: best.makespan, origin_s: view.now_s });
                 promise.finisher =
                     rules.iter().min_by(|a, b| a.end.makespan_s.total_cmp(&b.end.makespan_s)).and_then(|f| {
                         match f.then {
@@ -497,7 +519,7 @@ mod tests {
     }
 
     /// [`cheapest_index`] over `futures`' ends.
-    fn cheapest(futures: &[Future], guard: Option<&train::Guard>) -> Option<usize> {
+    fn cheapest(futures: &[Future], guard: Option<&EpochGuard>) -> Option<usize> {
         cheapest_index(futures.iter().map(|f| &f.end), guard)
     }
 
@@ -509,7 +531,7 @@ mod tests {
         assert_eq!(cheapest(&[], None), None);
         // The guard charges the later makespan enough to undo a 1 s lead.
         let f = futures(&[(100.0, 500.0), (99.0, 600.0)]);
-        let guard = train::Guard { jct: 100.0, makespan: 500.0, weight: 1.0 };
+        let guard = EpochGuard { guard: train::Guard { jct: 100.0, makespan: 500.0, weight: 1.0 }, origin_s: 0.0 };
         assert_eq!(cheapest(&f, None), Some(1));
         assert_eq!(cheapest(&f, Some(&guard)), Some(0));
     }
@@ -525,7 +547,7 @@ mod tests {
         for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
             let set = dqngpu_sim::draw(&lib, class, 8, 40 + k as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap();
             let sim = Simulator::new(&cluster, &lib, &set, model.clone(), SimConfig::default()).unwrap();
-            let guard = train::Guard { jct: 300.0, makespan: 900.0, weight: 2.0 };
+            let guard = EpochGuard { guard: train::Guard { jct: 300.0, makespan: 900.0, weight: 2.0 }, origin_s: 0.0 };
             for guard in [None, Some(&guard)] {
                 // Each rule's decision, then the scorer or the rule itself deciding the rest.
                 let futures: Vec<(Vec<Placement>, Then)> = (0..dqngpu_policy::RIVALS.len())
