@@ -181,6 +181,31 @@ fn the_guard_charges_the_same_whatever_the_clock() {
     }
 }
 
+/// With more than [`PLAN_WINDOW`] jobs waiting the scorer alone decides (each future is a run
+/// of every job it holds, so the search's cost grows about as the queue's square). At
+/// `PLAN_WINDOW` waiting the plan still searches, and departs from the scorer on some of these
+/// sets, so the equality past it is the rule's doing.
+#[test]
+fn past_its_window_the_plan_leaves_the_decision_to_the_scorer() {
+    use dqngpu_model::{ClusterView, Policy};
+    use dqngpu_rl::scorer::plan::PLAN_WINDOW;
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("titanxp:2").unwrap();
+    let mut departs = 0;
+    for seed in 0..4u64 {
+        let set =
+            dqngpu_sim::draw(&lib, WorkloadClass::Random, PLAN_WINDOW + 1, 60 + seed, Arrivals::AllAtZero).unwrap();
+        let sim = dqngpu_sim::Simulator::new(&cluster, &lib, &set, contention(), SimConfig::default()).unwrap();
+        let view = sim.view();
+        let base = ScorerPolicy::untrained(&[16], seed).unwrap();
+        let plan = || PlanPolicy::new(base.clone(), PlanConfig::new(2, 2.0).unwrap());
+        assert_eq!(plan().decide(&view), base.decide(&view), "seed {seed}: the plan searched past its window");
+        let window = ClusterView { queue: &view.queue[..PLAN_WINDOW], ..view };
+        departs += usize::from(plan().decide(&window) != base.decide(&window));
+    }
+    assert!(departs > 0, "the plan never departs from the scorer at {PLAN_WINDOW} waiting: the check proves nothing");
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(dqngpu_model::testing::cases_or(32)))]
     /// The same, over random job sets of three libraries (the thesis's, Lucid's on an RTX
