@@ -232,8 +232,9 @@ fn fits_a_gpu(view: &ClusterView<'_>, q: &QueuedJob) -> bool {
 /// each event, so a decision's cost grows about as the square of the queue (a review measured
 /// 0.26 s at 50 waiting on two GPUs, 4.3 s at 200 on eight, 625 s at 1,000), while the
 /// scorer's stays in milliseconds. (A window over the oldest jobs would bound it too, but
-/// would hide a job that fits behind a window of jobs that do not.) No run of the experiment
-/// has more than 64 waiting; a service's queue (a window of 256 by default) can.
+/// would hide a job that fits behind a window of jobs that do not.) In the experiment only
+/// some 4 x 2 runs at 0.2 jobs/s pass 64 waiting (docs/RL.md); a service's queue (a window of
+/// 256 by default) can pass it for long.
 pub const PLAN_WINDOW: usize = 64;
 
 /// The scorer with search at decision time, as a [`Policy`] (`dqngpu-plan`).
