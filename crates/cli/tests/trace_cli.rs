@@ -125,18 +125,20 @@ fn timed_replay_and_comparison_report_waits() {
 
 /// Seed counts, seed ranges and worker counts out of range are refused naming the flag,
 /// before any replay (before: `--seeds 100000000000` aborted on an allocation of 800 GB, and
-/// `--seed` near the largest seed overflowed); `bench --runs` the same.
+/// `--seed` near the largest seed overflowed); `bench --runs` the same; a policy named twice
+/// to `trace timed` (before: replayed twice and pooled, its rows claiming twice the seeds).
 #[test]
 fn seed_worker_and_run_counts_out_of_range_are_refused() {
     let d = test_dir("bounds");
     let out = d.join("out");
     let out = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["trace", "experiment", "--out", out, "--seeds", "100000000000"], "--seeds"),
         (&["trace", "experiment", "--out", out, "--seeds", "0"], "--seeds"),
         (&["trace", "experiment", "--out", out, "--seed", "18446744073709551615", "--seeds", "2"], "--seed"),
         (&["trace", "experiment", "--out", out, "--jobs", "100000"], "--jobs"),
         (&["trace", "timed", "--out", out, "--seeds", "100000000000"], "--seeds"),
+        (&["trace", "timed", "--out", out, "--policies", "fgd, fgd"], "--policies"),
         (&["bench", "--runs", "100000000000"], "--runs"),
         (&["bench", "--runs", "0"], "--runs"),
     ];

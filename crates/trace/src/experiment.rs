@@ -279,7 +279,7 @@ fn remove_earlier(dir: &Path) -> Result<()> {
 }
 
 /// Writes `summary.csv`, per-list curves and plots, `report.md` and, last, `results.json`
-/// into `dir`, after removing an earlier experiment's ([`remove_earlier`]): the directory
+/// into `dir`, after removing an earlier experiment's (`remove_earlier`): the directory
 /// holds one run's files, and a run stopped part way leaves no `results.json`.
 pub fn write_experiment(res: &ExperimentResults, dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| TraceError::io(dir, e))?;

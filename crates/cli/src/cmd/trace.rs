@@ -426,6 +426,11 @@ fn timed_cmd(a: TimedArgs) -> anyhow::Result<()> {
     } else {
         a.policies.split(',').map(|s| s.trim().to_string()).collect()
     };
+    // A policy named twice would be replayed twice and pooled: its rows would claim twice the
+    // seeds (as `trace experiment` refuses too).
+    if let Some(k) = (1..names.len()).find(|&k| names[..k].contains(&names[k])) {
+        anyhow::bail!("--policies {}: expected each policy once; `{}` is named twice", a.policies, names[k]);
+    }
     let list = list_name(&a.pods);
     let policies = names.iter().map(|n| for_list(n, &list)).collect::<Result<Vec<_>, _>>()?;
     let seeds = seed_range(a.seed, a.seeds)?;
