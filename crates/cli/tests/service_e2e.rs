@@ -38,8 +38,13 @@ fn serve(data: &Path, port: u16, scheduler: &str) -> Server {
 
 /// [`serve`] with more flags (a model, ...).
 fn serve_with(data: &Path, port: u16, scheduler: &str, extra: &[&std::ffi::OsStr]) -> Server {
+    serve_from(Path::new(BIN), data, port, scheduler, extra)
+}
+
+/// [`serve_with`], the server started from the binary at `bin`.
+fn serve_from(bin: &Path, data: &Path, port: u16, scheduler: &str, extra: &[&std::ffi::OsStr]) -> Server {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
-    let child = Command::new(BIN)
+    let child = Command::new(bin)
         .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--scheduler", scheduler])
         .args(extra)
         .arg("--listen")
@@ -638,21 +643,7 @@ fn jobs_still_start_after_the_servers_binary_is_removed() {
     let data = dir.join("data");
     let copy = dir.join("dqngpu-copy");
     std::fs::copy(BIN, &copy).unwrap();
-    let port = free_port();
-    let child = Command::new(&copy)
-        .args(["serve", "--gpus", "titanxp:1", "--tick-ms", "50", "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(&data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server { child, url: format!("http://127.0.0.1:{port}") };
-    let up = (0..500).any(|_| {
-        std::thread::sleep(Duration::from_millis(20));
-        ureq::get(&format!("{}/healthz", server.url)).call().is_ok()
-    });
-    assert!(up, "the service did not come up");
+    let server = serve_from(&copy, &data, free_port(), "tetris", &[]);
     std::fs::remove_file(&copy).unwrap();
     let id = submit_script(&server.url, "after-upgrade", "exit 0");
     let job = wait_all_final(&server.url, 1).remove(0);
