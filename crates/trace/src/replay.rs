@@ -120,6 +120,16 @@ pub fn arrival_order(
                 "the pod list asks for no GPU, so it cannot be inflated to a GPU load".into(),
             ));
         }
+        // A copy adds the mean pod's GPU milli on average: a tune that would need far more
+        // than MAX_COPIES is refused before any is made (it built 10 million first).
+        let mean = originals.iter().map(Pod::total_milli).sum::<i64>() as f64 / originals.len() as f64;
+        let expected = (target - total as f64) / mean;
+        if expected > 2.0 * MAX_COPIES as f64 {
+            return Err(TraceError::Unusable(format!(
+                "tune {} needs about {expected:.0} copies of the list's pods, over {MAX_COPIES}",
+                cfg.tune
+            )));
+        }
         let mut copies = 0usize;
         loop {
             let pod = &originals[by_name[rng.gen_range(0..by_name.len())]];

@@ -63,15 +63,17 @@ fn a_repeated_policy_list_or_seed_is_refused() {
 }
 
 /// A tune that is not a number was taken as "no tuning" (every comparison with NaN is false),
-/// and the results said tune NaN.
+/// and the results said tune NaN; a finite one past reach was refused only after 10 million copies.
 #[test]
-fn a_tune_that_is_not_a_finite_number_is_refused() {
+fn a_tune_that_is_no_finite_number_or_past_reach_is_refused() {
     let nodes = parse_nodes(NODES, "n.csv").unwrap();
     let pods = parse_pods(PODS, "p.csv").unwrap();
     let fgd = dqngpu_trace::policies::by_name("fgd").unwrap();
-    for tune in [f64::NAN, f64::INFINITY] {
+    // A finite tune past reach is refused up front, naming it (before, 10 million copies
+    // were made first, then "inflating needs over 10000000 copies").
+    for tune in [f64::NAN, f64::INFINITY, 1e12] {
         let e = replay(&nodes, &pods, fgd.as_ref(), &ReplayConfig { tune, seed: 1 }).err();
-        assert!(e.as_ref().is_some_and(|e| e.to_string().contains("tune")), "{tune}: {e:?}");
+        assert!(e.as_ref().is_some_and(|e| e.to_string().contains(&format!("tune {tune}"))), "{tune}: {e:?}");
     }
 }
 
