@@ -8,23 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, test_dir, text, BIN};
+use common::{alive, fake_nvml, test_dir, text, BIN};
 use dqngpu_model::format::read_profile;
-
-/// Builds the fake NVML into `dir`; `None` (and a note) where no C compiler is installed.
-fn fake_nvml(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake_nvml.c");
-    let lib = dir.join("fakenvml/libnvidia-ml.so.1");
-    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
-    match Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src).output() {
-        Ok(o) if o.status.success() => Some(lib),
-        Ok(o) => panic!("cc failed on {}: {}", src.display(), String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            eprintln!("skipped: no C compiler (`cc`: {e}) to build the fake NVML");
-            None
-        }
-    }
-}
 
 /// `dqngpu profile run ARGS` under the fake NVML `lib`, in `dir`.
 fn profile_run(lib: &Path, dir: &Path, args: &[&str]) -> Command {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{alive, BIN};
+use common::{alive, fake_nvml, BIN};
 use serde_json::{json, Value};
 
 /// A fresh directory for service test `name`.
@@ -38,13 +38,25 @@ fn serve(data: &Path, port: u16, scheduler: &str) -> Server {
 
 /// [`serve`] with more flags (a model, ...).
 fn serve_with(data: &Path, port: u16, scheduler: &str, extra: &[&std::ffi::OsStr]) -> Server {
-    serve_from(Path::new(BIN), data, port, scheduler, extra)
+    serve_from(Path::new(BIN), data, port, scheduler, extra, None)
 }
 
-/// [`serve_with`], the server started from the binary at `bin`.
-fn serve_from(bin: &Path, data: &Path, port: u16, scheduler: &str, extra: &[&std::ffi::OsStr]) -> Server {
+/// [`serve_with`], the server started from the binary at `bin`, under the fake NVML `nvml`
+/// where given (`tests/data/fake_nvml.c`: one A100).
+fn serve_from(
+    bin: &Path,
+    data: &Path,
+    port: u16,
+    scheduler: &str,
+    extra: &[&std::ffi::OsStr],
+    nvml: Option<&Path>,
+) -> Server {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data.with_extension("log")).unwrap();
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    if let Some(lib) = nvml {
+        command.env("DQNGPU_NVML_LIB", lib);
+    }
+    let child = command
         .args(["serve", "--gpus", "titanxp:2", "--tick-ms", "50", "--scheduler", scheduler])
         .args(extra)
         .arg("--listen")
@@ -643,10 +655,46 @@ fn jobs_still_start_after_the_servers_binary_is_removed() {
     let data = dir.join("data");
     let copy = dir.join("dqngpu-copy");
     std::fs::copy(BIN, &copy).unwrap();
-    let server = serve_from(&copy, &data, free_port(), "tetris", &[]);
+    let server = serve_from(&copy, &data, free_port(), "tetris", &[], None);
     std::fs::remove_file(&copy).unwrap();
     let id = submit_script(&server.url, "after-upgrade", "exit 0");
     let job = wait_all_final(&server.url, 1).remove(0);
     assert_eq!(job["id"], id);
     assert_eq!(job["state"], "succeeded", "{job}");
+}
+
+/// An app's exclusive run that the server adopted after a restart is not observed: the NVML
+/// readings before the restart are lost, and the rest spread over its whole wall time would
+/// profile a heavy app as light (before, such a profile was recorded). The app's next job
+/// runs alone again and is observed whole.
+#[test]
+fn a_profiling_run_adopted_after_a_restart_is_not_observed_from_its_tail() {
+    let dir = test_dir("observe-restart");
+    let Some(lib) = fake_nvml(&dir) else { return };
+    let data = dir.join("data");
+    let port = free_port();
+    let mut server = serve_from(Path::new(BIN), &data, port, "tetris", &[], Some(&lib));
+    let url = server.url.clone();
+    let started = dir.join("started");
+    submit_script(&url, "fresh", &format!("touch {}; sleep 3", started.display()));
+    let up = (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        started.exists()
+    });
+    assert!(up, "the job never started");
+    server.child.kill().unwrap(); // SIGKILL: the job's supervisor outlives the server
+    server.child.wait().unwrap();
+    let _server = serve_from(Path::new(BIN), &data, port, "tetris", &[], Some(&lib));
+    let jobs = wait_all_final(&url, 1);
+    assert_eq!(jobs[0]["state"], "succeeded", "{}", jobs[0]);
+    let observed = |url: &str| {
+        let list = get(&format!("{url}/v1/profiles"));
+        list["profiles"].as_array().unwrap().iter().find(|p| p["app"] == "fresh").cloned()
+    };
+    assert_eq!(observed(&url), None, "a profile was observed from the run's tail");
+    submit_script(&url, "fresh", "sleep 1");
+    let jobs = wait_all_final(&url, 2);
+    assert!(jobs.iter().all(|j| j["state"] == "succeeded"), "{jobs:?}");
+    let p = observed(&url).expect("the app's next run was not observed");
+    assert_eq!(p["source"], "observed", "{p}");
 }

@@ -107,6 +107,9 @@ struct Run {
     pid: u32,
     pid_start: u64,
     samples: Vec<Resources>,
+    /// True when `samples` began at the run's start (this server launched it); false for a run
+    /// adopted after a restart, whose readings before the restart are lost.
+    sampled_from_start: bool,
 }
 
 /// The loop's state. Build with [`Placer::new`], which also recovers attempts from a crash.
@@ -196,6 +199,7 @@ impl Placer {
                 pid,
                 pid_start,
                 samples: Vec::new(),
+                sampled_from_start: false,
             };
             self.running.insert(a.job_id, run);
             let tx = self.core.tx.clone();
@@ -337,7 +341,20 @@ impl Placer {
             self.core.metrics.oom_kills.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         if recorded == Some(AttemptState::Succeeded) && run.exclusive && run.profile.is_none() {
-            self.record_observed(&rec, &run, now)?;
+            // Readings from part of a run, spread over its whole wall time, would profile a
+            // heavy app as light: the app's next job runs alone again and is observed whole.
+            // (Without a driver nothing is read either way, and the wall time is whole.)
+            if run.sampled_from_start || self.monitor.is_none() {
+                self.record_observed(&rec, &run, now)?;
+            } else {
+                let detail = format!(
+                    "app `{}`: its exclusive run was adopted after a restart, so its readings before the restart \
+                     are lost; no profile is observed from it, and its next job runs alone to be observed",
+                    rec.spec.app
+                );
+                tracing::warn!("{detail}");
+                self.core.store.event(Some(job), "profile_not_observed", &detail, now)?;
+            }
         }
         Ok(())
     }
@@ -650,6 +667,7 @@ impl Placer {
             pid: 0,
             pid_start: 0,
             samples: Vec::new(),
+            sampled_from_start: true,
         };
         let tx = self.core.tx.clone();
         match exec::launch(&self.core.cfg.supervisor, &launch) {

@@ -33,3 +33,18 @@ pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
 }
+
+/// Builds the fake NVML into `dir`; `None` (and a note) where no C compiler is installed.
+pub fn fake_nvml(dir: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fake_nvml.c");
+    let lib = dir.join("fakenvml/libnvidia-ml.so.1");
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    match Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&lib).arg(&src).output() {
+        Ok(o) if o.status.success() => Some(lib),
+        Ok(o) => panic!("cc failed on {}: {}", src.display(), String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipped: no C compiler (`cc`: {e}) to build the fake NVML");
+            None
+        }
+    }
+}
