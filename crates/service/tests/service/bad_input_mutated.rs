@@ -1032,27 +1032,33 @@ fn any_job_path_or_list_query_gets_a_json_answer_and_changes_nothing_it_should_n
 // ---------------------------------------------------------------------------------------------
 // Defects the properties found (session 29), fixed: each case as it was taken.
 
+/// Each (URI, body) `POST`ed to a fresh service; those not refused (4xx), described.
+fn taken_of(cases: &[(&str, String)]) -> Vec<String> {
+    let (_dir, r, rt) = service();
+    rt.block_on(async {
+        let mut taken = Vec::new();
+        for (uri, body) in cases {
+            let (s, v) = call(&r, "POST", uri, Some(body), &[]).await;
+            if !s.is_client_error() {
+                taken.push(format!("{s} {v} for POST {uri} {body}"));
+            }
+        }
+        taken
+    })
+}
+
 /// `POST /v1/profiles` read the body into a `serde_json::Value` first, which keeps the last of
 /// a key given twice without a word (`POST /v1/jobs` refused it: serde's "duplicate field").
 /// A profile whose interval was sent as 0 and then 1 was taken with 1 (201). Now the typed
 /// read sees the raw text ([`dqngpu_service::body::StrictJson`]).
 #[test]
 fn a_profile_key_given_twice_is_refused() {
-    let (_dir, r, rt) = service();
-    let mut taken = Vec::new();
-    rt.block_on(async {
-        let sample = r#"{"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}"#;
-        for body in [
-            format!(r#"{{"app":{{"name":"p"}},"interval_s":0,"interval_s":1,"samples":[{sample}]}}"#),
-            format!(r#"{{"app":{{"name":"p","name":"q"}},"interval_s":1,"samples":[{sample}]}}"#),
-            r#"{"app":{"name":"p"},"interval_s":1,"samples":[{"gpu_util_pct":-5,"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}]}"#.to_string(),
-        ] {
-            let (s, v) = call(&r, "POST", "/v1/profiles", Some(&body), &[]).await;
-            if !s.is_client_error() {
-                taken.push(format!("{s} {v} for {body}"));
-            }
-        }
-    });
+    let sample = r#"{"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}"#;
+    let taken = taken_of(&[
+        ("/v1/profiles", format!(r#"{{"app":{{"name":"p"}},"interval_s":0,"interval_s":1,"samples":[{sample}]}}"#)),
+        ("/v1/profiles", format!(r#"{{"app":{{"name":"p","name":"q"}},"interval_s":1,"samples":[{sample}]}}"#)),
+        ("/v1/profiles", r#"{"app":{"name":"p"},"interval_s":1,"samples":[{"gpu_util_pct":-5,"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}]}"#.to_string()),
+    ]);
     assert!(taken.is_empty(), "taken:\n{}", taken.join("\n"));
 }
 
@@ -1062,21 +1068,12 @@ fn a_profile_key_given_twice_is_refused() {
 /// sample as `[10, 100, 10, 1]`. Now refused (422, naming where).
 #[test]
 fn an_object_sent_as_an_array_is_refused() {
-    let (_dir, r, rt) = service();
-    let mut taken = Vec::new();
-    rt.block_on(async {
-        let sample = r#"{"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}"#;
-        for (uri, body) in [
-            ("/v1/profiles", format!(r#"{{"app":["true"],"interval_s":1,"samples":[{sample}]}}"#)),
-            ("/v1/profiles", r#"{"app":{"name":"p"},"interval_s":1,"samples":[[10,100,10,1]]}"#.to_string()),
-            ("/v1/jobs", r#"["a",["true"]]"#.to_string()),
-            ("/v1/jobs/batch", r#"{"jobs":[["a",["true"]]]}"#.to_string()),
-        ] {
-            let (s, v) = call(&r, "POST", uri, Some(&body), &[]).await;
-            if !s.is_client_error() {
-                taken.push(format!("{s} {v} for POST {uri} {body}"));
-            }
-        }
-    });
+    let sample = r#"{"gpu_util_pct":10,"gpu_mem_mib":100,"sm_pct":10,"pcie_mbps":1}"#;
+    let taken = taken_of(&[
+        ("/v1/profiles", format!(r#"{{"app":["true"],"interval_s":1,"samples":[{sample}]}}"#)),
+        ("/v1/profiles", r#"{"app":{"name":"p"},"interval_s":1,"samples":[[10,100,10,1]]}"#.to_string()),
+        ("/v1/jobs", r#"["a",["true"]]"#.to_string()),
+        ("/v1/jobs/batch", r#"{"jobs":[["a",["true"]]]}"#.to_string()),
+    ]);
     assert!(taken.is_empty(), "taken:\n{}", taken.join("\n"));
 }
