@@ -322,11 +322,7 @@ pub fn write_all(res: &ExperimentResults, out: &Path) -> Result<Vec<PathBuf>, Ex
     // An earlier run's marker and reports go first: a run stopped part way must not leave
     // them beside its own new CSVs, where the directory would look finished but mix two runs.
     for name in ["results.json", "report.md", "report.html"] {
-        let p = out.join(name);
-        match std::fs::remove_file(&p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&p)(e).into()),
-            _ => {}
-        }
+        dqngpu_model::error::remove_file_if_present(&out.join(name))?;
     }
     let plot_dir = out.join("plots");
     std::fs::create_dir_all(&plot_dir).map_err(io(&plot_dir))?;

@@ -184,6 +184,17 @@ pub fn read_file(path: &std::path::Path) -> Result<String> {
     })
 }
 
+/// Removes a file; one that is not there is no error (an earlier run's output that may or may
+/// not exist), any other failure is [`ModelError::Io`] naming the path.
+pub fn remove_file_if_present(path: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(ModelError::Io { path: path.to_path_buf(), source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Writes a file atomically: a temporary sibling, then a rename, so a crash never leaves half a file.
 pub fn write_file_atomic(path: &std::path::Path, contents: &[u8]) -> Result<()> {
     write_files_atomic(&[(path, contents)])

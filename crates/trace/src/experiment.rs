@@ -259,10 +259,7 @@ pub fn write_replay(r: &ReplayResult, dir: &Path) -> Result<Vec<PathBuf>> {
 /// `results.json` and `report.md`, and each pod list's curves and plots (the lists whose
 /// `curves_<list>.csv` is there). Other files are kept.
 fn remove_earlier(dir: &Path) -> Result<()> {
-    let remove = |p: PathBuf| match std::fs::remove_file(&p) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(TraceError::io(&p, e)),
-        _ => Ok(()),
-    };
+    let remove = |p: PathBuf| dqngpu_model::error::remove_file_if_present(&p);
     remove(dir.join("results.json"))?;
     remove(dir.join("report.md"))?;
     let entries = std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))?;

@@ -673,11 +673,7 @@ pub fn write_timed(results: &[TimedResult], dir: &std::path::Path) -> Result<Vec
     let json = serde_json::to_string_pretty(results).map_err(|e| TraceError::Unusable(e.to_string()))?;
     // An earlier run's results.json goes first and ours comes last, so a run stopped part
     // way leaves none beside a mix of its files and the earlier ones.
-    let marker = dir.join("results.json");
-    match std::fs::remove_file(&marker) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(TraceError::io(&marker, e)),
-        _ => {}
-    }
+    dqngpu_model::error::remove_file_if_present(&dir.join("results.json"))?;
     let mut out = Vec::new();
 
     let mut s = String::from(
