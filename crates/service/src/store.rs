@@ -84,21 +84,6 @@ CREATE TABLE IF NOT EXISTS events (
 /// before it was numbered.
 pub const SCHEMA_VERSION: i64 = 1;
 
-/// Every table of the schema with the columns this version reads and writes.
-const TABLES: [(&str, &str); 5] = [
-    (
-        "jobs",
-        concat!(
-            "id, app, command, env, input_size_mb, params, state, gpu, attempts, failures, avoid_apps, ",
-            "submitted_at, started_at, finished_at, exit_code, signal, error, cancel_requested, idempotency_key"
-        ),
-    ),
-    ("attempts", ATTEMPT_COLS),
-    ("placements", "id, decided_at, policy, gpu, jobs"),
-    ("profiles", "app, profile, source, updated_at"),
-    ("events", "id, at, job_id, kind, detail"),
-];
-
 const JOB_COLS: &str = "id, app, command, env, input_size_mb, params, state, gpu, attempts, failures, avoid_apps, \
      submitted_at, started_at, finished_at, exit_code, signal, error, cancel_requested";
 const ATTEMPT_COLS: &str =
@@ -211,8 +196,25 @@ fn attempt_from_row(r: &Row<'_>) -> rusqlite::Result<AttemptRecord> {
     })
 }
 
+/// Each table of `conn` but SQLite's own, with its columns.
+fn tables_of(conn: &Connection) -> rusqlite::Result<Vec<(String, Vec<String>)>> {
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut columns = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    names
+        .into_iter()
+        .map(|t| {
+            let cols = columns.query_map([&t], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            Ok((t, cols))
+        })
+        .collect()
+}
+
 /// Why the database at `conn` is not one this version may open, if it is not: a later schema
-/// version, a table not of this schema, or one of its tables without a column it needs.
+/// version, a table not of this schema, or one of its tables without a column this schema
+/// has (read from [`SCHEMA`] itself, made in memory, so the check never drifts from it).
 /// A database that cannot be read at all fails as the error it is.
 fn check_schema(conn: &Connection) -> Result<(), String> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
@@ -222,19 +224,17 @@ fn check_schema(conn: &Connection) -> Result<(), String> {
              older: run the dqngpu that wrote it"
         ));
     }
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")
-        .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+    let ours = Connection::open_in_memory()
+        .and_then(|m| {
+            m.execute_batch(SCHEMA)?;
+            tables_of(&m)
+        })
         .map_err(|e| e.to_string())?;
-    for t in tables {
-        let Some((_, cols)) = TABLES.iter().find(|(name, _)| *name == t) else {
+    for (t, have) in tables_of(conn).map_err(|e| e.to_string())? {
+        let Some((_, cols)) = ours.iter().find(|(name, _)| *name == t) else {
             return Err(format!("not a dqngpu database: it has a table `{t}` dqngpu never makes"));
         };
-        let have: Vec<String> = conn
-            .prepare("SELECT name FROM pragma_table_info(?1)")
-            .and_then(|mut st| st.query_map([&t], |r| r.get(0))?.collect())
-            .map_err(|e| e.to_string())?;
-        if let Some(missing) = cols.split(", ").find(|c| !have.iter().any(|h| h == c)) {
+        if let Some(missing) = cols.iter().find(|c| !have.contains(c)) {
             return Err(format!("not a dqngpu database: its table `{t}` has no column `{missing}`"));
         }
     }
