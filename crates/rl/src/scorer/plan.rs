@@ -28,6 +28,9 @@ use rayon::prelude::*;
 use super::{best_row, decide_within_until, train, Caller, ScorerPolicy};
 use crate::error::RlError;
 
+mod ahead;
+use ahead::{Ask, Moment, Recording};
+
 /// How a plan searches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PlanConfig {
@@ -154,13 +157,38 @@ enum Then {
 
 /// A future weighed at a choice: the whole decision at this moment, what decides after it,
 /// how it ends, and the row of the choice it starts with (`None`: it is no row of this choice;
-/// it is what the plan took before, or a rule's).
+/// it is what the plan took before, or a rule's); and each later moment its decider was asked
+/// at, with what it decided (from `next_ask` on), where the plan may read it again.
 #[derive(Debug, Clone)]
 struct Future {
     decision: Vec<Placement>,
     then: Then,
     end: SimResult,
     row: Option<usize>,
+    asks: Arc<Vec<Ask>>,
+    next_ask: usize,
+}
+
+impl Future {
+    fn new(decision: Vec<Placement>, then: Then, end: SimResult, row: Option<usize>, asks: Vec<Ask>) -> Self {
+        Future { decision, then, end, row, asks: Arc::new(asks), next_ask: 0 }
+    }
+
+    /// This future read from `view`, where its decider was asked (the same state): its
+    /// decision there, and its end as a simulation from `view` reckons it. `None` where it
+    /// never was at `view`'s moment.
+    fn read_at(&self, view: &ClusterView<'_>) -> Option<Future> {
+        let moment = Moment::of(view);
+        let k = self.next_ask + self.asks.get(self.next_ask..)?.iter().position(|a| a.moment == moment)?;
+        Some(Future {
+            decision: self.asks[k].decision.clone(),
+            then: self.then,
+            end: ahead::end_from(&self.end, view)?,
+            row: None,
+            asks: Arc::clone(&self.asks),
+            next_ask: k + 1,
+        })
+    }
 }
 
 /// The rules' lowest total JCT (mean x jobs) and makespan, played out from the first choice of
@@ -200,12 +228,14 @@ struct Promise {
     then: Option<Then>,
     /// The rule whose future ended first when the references were taken (by index).
     finisher: Option<usize>,
+    /// The future taken last, whole; `None` before the first choice.
+    taken: Option<Future>,
 }
 
 impl Promise {
     fn begin(view: &ClusterView<'_>) -> Self {
         let jobs = view_jobs(view).map(|(id, app)| (id, app.to_string())).collect();
-        Promise { jobs, now_s: view.now_s, refs: None, then: None, finisher: None }
+        Promise { jobs, now_s: view.now_s, refs: None, then: None, finisher: None, taken: None }
     }
 
     /// True when `view` goes on from this epoch: no earlier clock, every job known.
@@ -291,11 +321,17 @@ impl PlanPolicy {
     /// Played whole (the rules' runs, whose ends are the guard's references): no floor is
     /// checked on the way.
     fn play(&self, sim: &Simulator, decision: Vec<Placement>, then: Then, row: Option<usize>) -> Option<Future> {
-        let end = match then {
-            Then::Scorer => train::play_out_placed(sim, &decision, true, &self.base).ok()?,
-            Then::Rule(i) => train::play_out_placed(sim, &decision, true, self.rule(i)?).ok()?,
-        };
-        Some(Future { decision, then, end, row })
+        let decider = Recording::new(self.decider(then)?);
+        let end = train::play_out_placed(sim, &decision, true, &decider).ok()?;
+        Some(Future::new(decision, then, end, row, decider.into_asks()))
+    }
+
+    /// Who decides a future after its first decision.
+    fn decider(&self, then: Then) -> Option<&dyn Policy> {
+        match then {
+            Then::Scorer => Some(&self.base),
+            Then::Rule(i) => self.rule(i),
+        }
     }
 
     /// [`PlanPolicy::play`], abandoned (`None`) once its cost under `guard` can no longer come
@@ -316,21 +352,15 @@ impl PlanPolicy {
             // A floor that is no number abandons nothing.
             floor.is_nan() || floor <= incumbent.get() * (1.0 + PRUNE)
         };
-        let end = match then {
-            Then::Scorer => train::play_out_placed_while(sim, &decision, true, &self.base, keep).ok()??,
-            Then::Rule(i) => train::play_out_placed_while(sim, &decision, true, self.rule(i)?, keep).ok()??,
-        };
+        let decider = Recording::new(self.decider(then)?);
+        let end = train::play_out_placed_while(sim, &decision, true, &decider, keep).ok()??;
         incumbent.lower(cost(guard, &end));
-        Some(Future { decision, then, end, row })
+        Some(Future::new(decision, then, end, row, decider.into_asks()))
     }
 
     /// The decision `then` takes at `sim`'s moment.
     fn decision_of(&self, sim: &Simulator, then: Then) -> Option<Vec<Placement>> {
-        let view = sim.view();
-        match then {
-            Then::Scorer => Some(self.base.decide(&view)),
-            Then::Rule(i) => Some(self.rule(i)?.decide(&view)),
-        }
+        Some(self.decider(then)?.decide(&sim.view()))
     }
 
     /// The whole decision that row placements `now` (`hold`: the row is hold) make at `sim`'s
@@ -406,8 +436,10 @@ impl Policy for PlanPolicy {
             self.base.mlp().scores(rows, n, &mut scores);
             // What the plan took before comes first, so that it wins ties and is left only for
             // a cheaper future: at the first choice, the promise's decider deciding now (its
-            // future played again from here); after it, the future taken at the last choice.
-            let prior = taken.take().map(|t| Future { row: None, ..t });
+            // future read where the cluster is at a moment it passed through, else played
+            // again from here); after it, the future taken at the last choice.
+            let read = if first { promise.taken.as_ref().and_then(|f| f.read_at(&sim.view())) } else { None };
+            let prior = taken.take().map(|t| Future { row: None, ..t }).or(read);
             // The rows tried: the scorer's best, less a row whose idle twin is tried before it
             // (the same score and future: it would lose the tie), and less a row whose whole
             // decision is one already weighed (the same future).
@@ -419,7 +451,7 @@ impl Policy for PlanPolicy {
             }
             // Their whole decisions, and at the first choice the promise's decider's, side by
             // side (each asks its decider on its own copy).
-            let promised = if first { promise.then } else { None };
+            let promised = if first && prior.is_none() { promise.then } else { None };
             let (promised, decisions) = rayon::join(
                 || promised.and_then(|then| Some((self.decision_of(&sim, then)?, then, None))),
                 || -> Vec<(usize, Vec<Placement>)> {
@@ -489,9 +521,11 @@ impl Policy for PlanPolicy {
             row
         });
         let decision = match taken {
-            Some(f) => {
+            Some(mut f) => {
                 promise.then = Some(f.then);
-                f.decision
+                let decision = std::mem::take(&mut f.decision);
+                promise.taken = Some(f);
+                decision
             }
             // Never asked (each choice had one legal row): the promise's decider decides.
             None => match promise.then.and_then(|then| self.decision_of(&sim, then)) {
@@ -527,6 +561,8 @@ mod tests {
                 then: Then::Scorer,
                 end: SimResult { mean_jct_s: jct, makespan_s: mk, ..r.clone() },
                 row: Some(k),
+                asks: Arc::default(),
+                next_ask: 0,
             })
             .collect()
     }
@@ -585,6 +621,56 @@ mod tests {
             }
         }
         assert!(abandoned > 0, "no future was dear enough to abandon: the check proves nothing");
+    }
+
+    #[test]
+    fn a_future_read_where_it_passed_is_the_future_played_again_from_there() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let cluster = ClusterSpec::parse_gpus("2xtitanxp:2").unwrap();
+        let model: Arc<dyn dqngpu_interference::Interference> =
+            Arc::from(dqngpu_interference::by_name("contention").unwrap());
+        let plan = PlanPolicy::new(ScorerPolicy::untrained(&[16], 3).unwrap(), PlanConfig::default());
+        let config = SimConfig::default();
+        let from = |s: &Simulator| Simulator::from_view(&s.view(), Arc::clone(&model), config.clone()).unwrap();
+        let mut reads = 0;
+        for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
+            let set = dqngpu_sim::draw(&lib, class, 12, 70 + k as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+            let mut start = Simulator::new(&cluster, &lib, &set, model.clone(), config.clone()).unwrap();
+            while !start.needs_decision() {
+                start.step();
+            }
+            for then in std::iter::once(Then::Scorer).chain((0..dqngpu_policy::RIVALS.len()).map(Then::Rule)) {
+                // The future of `then` from the first decision, played on a simulation from
+                // the view, as the plan plays it ...
+                let at = from(&start);
+                let first = plan.decision_of(&at, then).unwrap();
+                let future = plan.play(&at, first.clone(), then, None).unwrap();
+                // ... and carried out on the simulator the view was taken from: at each of its
+                // decisions the future is read, and what it reads is what playing it again
+                // from there gives, to the bit.
+                let mut real = start.clone();
+                real.apply(&first).unwrap();
+                real.step();
+                let mut read = future;
+                while !real.done() {
+                    if real.needs_decision() {
+                        let again = from(&real);
+                        let next = read.read_at(&again.view()).expect("the future passed through this moment");
+                        let played = plan.play(&again, plan.decision_of(&again, then).unwrap(), then, None).unwrap();
+                        assert_eq!(next.decision, played.decision, "{class:?} {then:?} at {}", real.now_s());
+                        assert_eq!(next.end.mean_jct_s.to_bits(), played.end.mean_jct_s.to_bits());
+                        assert_eq!(next.end.makespan_s.to_bits(), played.end.makespan_s.to_bits());
+                        real.apply(&next.decision).unwrap();
+                        read = next;
+                        reads += 1;
+                    }
+                    real.step();
+                }
+                // A moment the future never passed through is not read.
+                assert!(read.read_at(&start.view()).is_none());
+            }
+        }
+        assert!(reads > 100, "only {reads} reads: the check proves little");
     }
 
     #[test]
