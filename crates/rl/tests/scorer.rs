@@ -200,7 +200,7 @@ fn the_plain_array_network_scores_as_candle_does() {
 
 /// The shipped shape's fixed-size path gives exactly the general path's scores.
 #[test]
-fn the_fixed_shape_path_scores_bit_for_bit() {
+fn the_fixed_shape_path_scores_as_the_general_path() {
     for seed in 0..4 {
         let mlp = Mlp::from_net(&PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, seed).unwrap()).unwrap();
         let rows = 50;
@@ -212,8 +212,11 @@ fn the_fixed_shape_path_scores_bit_for_bit() {
         mlp.scores(&x, rows, &mut fast);
         mlp.scores_any_shape(&x, rows, &mut general);
         assert_eq!(fast.len(), rows);
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&fast), bits(&general), "seed {seed}");
+        // Equal as numbers: a sum taken in another order, or one input's product missed,
+        // rounds otherwise. (The fixed path adds a zero input's product, a zero, which the
+        // general path skips: a score of exactly zero could differ in its sign alone.)
+        assert_eq!(fast, general, "seed {seed}");
+        assert!(fast.iter().any(|&s| s != fast[0]), "the rows score alike: the check proves little");
     }
 }
 
