@@ -511,3 +511,35 @@ fn merging_idle_twins_never_changes_a_decision() {
         assert_eq!(mismatches, 0, "{gpus}: {mismatches} of {decisions} decisions differ");
     }
 }
+
+#[test]
+fn a_memo_answers_as_the_time_aligned_rule_it_keeps() {
+    use dqngpu_model::WorkloadClass;
+    use dqngpu_rl::scorer::{Caller, ScorerPolicy};
+    use dqngpu_sim::{Arrivals, SimConfig, SimResult};
+    let lib = dqngpu_model::library::resolve("thesis").unwrap();
+    let cluster = ClusterSpec::parse_gpus("2xtitanxp:2").unwrap();
+    let model: Arc<dyn dqngpu_interference::Interference> =
+        Arc::from(dqngpu_interference::by_name("contention").unwrap());
+    let ends = |r: &SimResult| r.jobs.iter().map(|j| (j.id, j.gpu, j.start_s, j.finish_s)).collect::<Vec<_>>();
+    let mut hits = 0;
+    for budget in [None, Some(0.10)] {
+        let config = SimConfig { max_slowdown: budget, ..SimConfig::default() };
+        let plain = ScorerPolicy::untrained(&[16], 5).unwrap().with_caller(Caller::for_config(&config, model.clone()));
+        let memo = plain.clone().with_memo();
+        for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
+            let set = dqngpu_sim::draw(&lib, class, 16, 60 + k as u64, Arrivals::AllAtZero).unwrap();
+            let run =
+                |p: &ScorerPolicy| dqngpu_sim::run(p, &cluster, &lib, &set, model.clone(), config.clone()).unwrap();
+            let alone = run(&plain);
+            // The second run with the memo asks its questions again: each is read from it.
+            for pass in 0..2 {
+                let read = run(&memo);
+                assert_eq!(ends(&read), ends(&alone), "{class:?}, budget {budget:?}, pass {pass}");
+            }
+        }
+        assert!(!memo.memo().unwrap().is_empty());
+        hits += memo.memo().unwrap().hits();
+    }
+    assert!(hits > 100, "only {hits} answers read: the check proves little");
+}

@@ -24,6 +24,8 @@ use dqngpu_model::{AppProfile, ClusterView, Placement, QueuedJob, Resources};
 use dqngpu_policy::{fit, Greedy, Member};
 use dqngpu_sim::budget::{self, BudgetJob, BUDGET_MARGIN_STEPS};
 
+use super::memo::{FitMemo, FitQuestion};
+
 /// Inputs per candidate row.
 pub const FEATURES: usize = 19;
 
@@ -99,6 +101,8 @@ pub struct Round<'v> {
     for_argmax: bool,
     /// Per row of the last [`Round::rows`]: legal only if [`Round::confirm`] says so.
     pending: Vec<bool>,
+    /// Time-aligned answers kept across rounds (a search's, [`Round::with_memo`]).
+    memo: Option<&'v FitMemo>,
 }
 
 impl<'v> Round<'v> {
@@ -133,7 +137,15 @@ impl<'v> Round<'v> {
             pairs: Vec::new(),
             for_argmax: false,
             pending: Vec::new(),
+            memo: None,
         }
+    }
+
+    /// The same round, reading and keeping its time-aligned answers in `memo` (for the
+    /// caller's model, step and budget only: a memo belongs to one caller).
+    pub fn with_memo(mut self, memo: Option<&'v FitMemo>) -> Self {
+        self.memo = memo;
+        self
     }
 
     /// A round for a caller that takes the highest-scoring legal row (the first of equal
@@ -389,6 +401,11 @@ impl<'v> Round<'v> {
         for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
             jobs.push(BudgetJob::starting(q));
         }
+        let question = FitQuestion { spec: &gpu.spec, peak_fits, jobs: &jobs };
+        if let Some(fits) = self.memo.and_then(|m| m.fits(&question)) {
+            self.aligned.insert(key, fits);
+            return fits;
+        }
         let mut fits = if max_slowdown.is_finite() {
             let slack = BUDGET_MARGIN_STEPS * self.step_s;
             budget::predict(&gpu.spec, &*self.model, &jobs, max_slowdown, slack, self.step_s).admitted
@@ -404,6 +421,12 @@ impl<'v> Round<'v> {
                 }
                 fits &= budget::memory_fits(&gpu.spec, &*self.model, &drifted, self.step_s);
             }
+        }
+        if let Some(memo) = self.memo {
+            let mut profiles: Vec<&Arc<AppProfile>> = gpu.running.iter().map(|r| &r.profile).collect();
+            profiles.extend(self.chosen[g].iter().map(|q| &q.profile));
+            profiles.push(&self.view.queue[i].profile);
+            memo.put_fits(&question, fits, &profiles);
         }
         self.aligned.insert(key, fits);
         fits

@@ -9,6 +9,7 @@
 
 mod costliest_first;
 pub mod features;
+mod memo;
 pub mod plan;
 pub mod train;
 
@@ -25,6 +26,7 @@ use crate::error::RlError;
 use crate::net::{Head, PolicyNet};
 
 pub use features::{Round, FEATURES};
+pub use memo::FitMemo;
 
 /// What the scorer's caller (the simulator, the service) enforces, which the scorer's legal
 /// rows follow: its slowdown budget, and the interference model it steps GPUs with. The
@@ -291,8 +293,19 @@ pub fn decide_within_until(
 /// ([`Round::for_argmax`]: idle twin GPUs scored once, time-aligned checks only for the rows
 /// that would win).
 pub fn decide_best(view: &ClusterView<'_>, greedy: &Greedy, caller: &Caller, mlp: &Mlp) -> Vec<Placement> {
+    decide_best_with(view, greedy, caller, mlp, None)
+}
+
+/// [`decide_best`], its time-aligned answers read from and kept in `memo` (one of `caller`'s).
+fn decide_best_with(
+    view: &ClusterView<'_>,
+    greedy: &Greedy,
+    caller: &Caller,
+    mlp: &Mlp,
+    memo: Option<&FitMemo>,
+) -> Vec<Placement> {
     let (mut scores, mut tried) = (Vec::new(), Vec::new());
-    run_round(Round::for_caller(view, greedy, caller).for_argmax(), &mut |round, rows, n| {
+    run_round(Round::for_caller(view, greedy, caller).for_argmax().with_memo(memo), &mut |round, rows, n| {
         mlp.scores(rows, n, &mut scores);
         tried.clear();
         tried.resize(n, false);
@@ -346,6 +359,9 @@ pub struct ScorerPolicy {
     mlp: Mlp,
     greedy: Greedy,
     caller: Caller,
+    /// Time-aligned answers kept across decisions, for a search that asks at the same states
+    /// again and again (`dqngpu-plan`; [`ScorerPolicy::with_memo`]).
+    memo: Option<Arc<FitMemo>>,
 }
 
 impl ScorerPolicy {
@@ -361,14 +377,28 @@ impl ScorerPolicy {
                 ),
             });
         }
-        Ok(ScorerPolicy { mlp: Mlp::from_net(&net)?, net, greedy: Greedy::default(), caller: Caller::default() })
+        Ok(ScorerPolicy {
+            mlp: Mlp::from_net(&net)?,
+            net,
+            greedy: Greedy::default(),
+            caller: Caller::default(),
+            memo: None,
+        })
     }
 
     /// The same policy for `caller`: it chooses only among groups the caller's slowdown budget
     /// admits (`simulate --max-slowdown`), memory and budget predicted with the caller's
     /// interference model, instead of proposing groups the caller then refuses.
     pub fn with_caller(self, caller: Caller) -> Self {
-        ScorerPolicy { caller, ..self }
+        // A memo's answers are its caller's.
+        ScorerPolicy { caller, memo: None, ..self }
+    }
+
+    /// The same policy keeping its time-aligned answers in a memo of its own, read again
+    /// wherever a later decision asks the same question (the same decisions, at less cost
+    /// where questions repeat, as in a search's futures).
+    pub fn with_memo(self) -> Self {
+        ScorerPolicy { memo: Some(Arc::default()), ..self }
     }
 
     /// A fresh network: `hidden` layers, weights from `seed`.
@@ -394,6 +424,11 @@ impl ScorerPolicy {
     /// The network (for saving).
     pub fn net(&self) -> &PolicyNet {
         &self.net
+    }
+
+    /// Its memo of time-aligned answers, if it keeps one ([`ScorerPolicy::with_memo`]).
+    pub fn memo(&self) -> Option<&FitMemo> {
+        self.memo.as_deref()
     }
 
     /// The plain-array copy of the network.
@@ -423,6 +458,6 @@ impl Policy for ScorerPolicy {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
-        decide_best(view, &self.greedy, &self.caller, &self.mlp)
+        decide_best_with(view, &self.greedy, &self.caller, &self.mlp, self.memo.as_deref())
     }
 }

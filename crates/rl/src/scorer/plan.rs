@@ -305,6 +305,8 @@ impl PlanPolicy {
             .iter()
             .map(|name| dqngpu_policy::by_name_within(name, 1, model.clone(), admission.clone()).ok())
             .collect();
+        // Its futures ask the scorer at the same states again and again.
+        let base = base.with_memo();
         PlanPolicy { base, config, rules, promise: Mutex::new(Promise::default()) }
     }
 

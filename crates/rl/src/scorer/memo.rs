@@ -1,0 +1,193 @@
+//! The time-aligned memory rule's answers (and the budget's) kept across the decision rounds
+//! of one search: the costliest part of a decision round. `dqngpu-plan` asks its scorer at
+//! the same cluster states again and again: each row's whole decision asks it at the
+//! decision's moment, and its futures pass through the same GPUs in the same states (a GPU no
+//! row touched steps alike until a finish elsewhere cuts a step), so most questions repeat
+//! one asked before (three in four at `decision_latency`'s defaults). An answer is a pure
+//! function of the GPU, the jobs on it (app, profile, progress, time lost) and the model,
+//! step and budget of the policy that asks; the memo is keyed by all but the policy's, which
+//! it belongs to ([`super::ScorerPolicy`] drops it when given another caller).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use dqngpu_model::{AppProfile, GpuSpec};
+use dqngpu_sim::budget::BudgetJob;
+
+/// One question of [`super::Round`]'s time-aligned rule: the GPU, whether the peaks alone fit
+/// (the rule checks drift only where they do not), and the jobs that would run there, in
+/// order (profiles by address).
+pub(super) struct FitQuestion<'q> {
+    pub(super) spec: &'q GpuSpec,
+    pub(super) peak_fits: bool,
+    pub(super) jobs: &'q [BudgetJob<'q>],
+}
+
+/// A job in the memo's words: its app (by its index among those the memo knows; `OWN`: the
+/// profile's own app name), profile (by address), and progress and time lost (as bits).
+type Job = (u32, usize, u64, u64);
+
+/// The app of a job named as its profile names it (the common case, with no lookup).
+const OWN: u32 = u32::MAX;
+
+/// A question answered, in the memo's words (so that an answer is one small allocation).
+#[derive(Debug)]
+struct Answer {
+    spec: u32,
+    peak_fits: bool,
+    jobs: Vec<Job>,
+    fits: bool,
+}
+
+/// What the answers name: the GPUs, the apps, and the profiles, each held so that no other
+/// profile can take its address while the memo lasts; and the answers, by the hash of their
+/// question.
+#[derive(Debug, Default)]
+struct Known {
+    specs: Vec<GpuSpec>,
+    apps: Vec<String>,
+    profiles: HashMap<usize, Arc<AppProfile>>,
+    answers: HashMap<u64, Vec<Answer>>,
+    count: usize,
+}
+
+/// Answers kept at most; past it the memo starts afresh (a bound on memory for a long-running
+/// service, far above what one decision asks).
+const CAPACITY: usize = 1 << 16;
+
+impl Known {
+    fn spec(&self, spec: &GpuSpec) -> Option<u32> {
+        self.specs.iter().position(|s| s == spec).map(|i| i as u32)
+    }
+
+    fn app(&self, app: &str, profile: &AppProfile) -> Option<u32> {
+        if app == profile.app.name {
+            return Some(OWN);
+        }
+        self.apps.iter().position(|a| a == app).map(|i| i as u32)
+    }
+
+    /// `jobs` (app, profile, progress, time lost) in the memo's words, if every app is known.
+    fn words<'a>(&self, jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)>) -> Option<Vec<Job>> {
+        jobs.map(|(app, profile, progress_s, lost_s)| {
+            Some((
+                self.app(app, profile)?,
+                profile as *const AppProfile as usize,
+                progress_s.to_bits(),
+                lost_s.to_bits(),
+            ))
+        })
+        .collect()
+    }
+
+    fn get<'a>(
+        &self,
+        spec: &GpuSpec,
+        peak_fits: bool,
+        jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)>,
+    ) -> Option<bool> {
+        let spec = self.spec(spec)?;
+        let jobs = self.words(jobs)?;
+        let bucket = self.answers.get(&hash(spec, peak_fits, &jobs))?;
+        bucket.iter().find(|a| a.spec == spec && a.peak_fits == peak_fits && a.jobs == jobs).map(|a| a.fits)
+    }
+
+    /// Keeps `fits` for the question; `profiles` are its jobs' (in order), checked to be.
+    fn put<'a>(
+        &mut self,
+        spec: &GpuSpec,
+        peak_fits: bool,
+        jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)> + Clone,
+        profiles: &[&Arc<AppProfile>],
+        fits: bool,
+    ) {
+        // The profiles must be the question's own (their addresses are its words).
+        let mut n = 0;
+        for (p, (_, profile, _, _)) in profiles.iter().zip(jobs.clone()) {
+            if !std::ptr::eq(&***p, profile) {
+                return;
+            }
+            n += 1;
+        }
+        if n != profiles.len() || n != jobs.clone().count() {
+            return;
+        }
+        if self.count >= CAPACITY {
+            *self = Known::default();
+        }
+        if self.spec(spec).is_none() {
+            self.specs.push(spec.clone());
+        }
+        for (app, profile, _, _) in jobs.clone() {
+            if self.app(app, profile).is_none() {
+                self.apps.push(app.to_string());
+            }
+        }
+        for p in profiles {
+            self.profiles.entry(Arc::as_ptr(p) as usize).or_insert_with(|| Arc::clone(p));
+        }
+        let (Some(spec), Some(jobs)) = (self.spec(spec), self.words(jobs)) else { return };
+        self.answers.entry(hash(spec, peak_fits, &jobs)).or_default().push(Answer { spec, peak_fits, jobs, fits });
+        self.count += 1;
+    }
+}
+
+/// A hash of a question in the memo's words (to find its bucket; answers are told apart by
+/// comparing the words), mixed as rustc's FxHash mixes words.
+fn hash(spec: u32, peak_fits: bool, jobs: &[Job]) -> u64 {
+    let mut h = 0u64;
+    let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    mix(u64::from(spec) << 1 | u64::from(peak_fits));
+    for &(app, profile, progress, lost) in jobs {
+        mix(u64::from(app));
+        mix(profile as u64);
+        mix(progress);
+        mix(lost);
+    }
+    h
+}
+
+/// The memo.
+#[derive(Debug, Default)]
+pub struct FitMemo {
+    known: RwLock<Known>,
+    /// Questions answered from the memo.
+    hits: AtomicU64,
+}
+
+/// A fit question's jobs as the memo reads them.
+fn fit_jobs<'a>(q: &'a FitQuestion<'a>) -> impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)> + Clone {
+    q.jobs.iter().map(|j| (j.app, j.profile, j.progress_s, j.lost_s))
+}
+
+impl FitMemo {
+    /// The time-aligned answer kept for `q`, if any.
+    pub(super) fn fits(&self, q: &FitQuestion<'_>) -> Option<bool> {
+        let fits = self.known.read().ok()?.get(q.spec, q.peak_fits, fit_jobs(q))?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(fits)
+    }
+
+    /// How many questions were answered from the memo.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `fits` for `q`, whose jobs' profiles are `profiles` (in order).
+    pub(super) fn put_fits(&self, q: &FitQuestion<'_>, fits: bool, profiles: &[&Arc<AppProfile>]) {
+        if let Ok(mut known) = self.known.write() {
+            known.put(q.spec, q.peak_fits, fit_jobs(q), profiles, fits);
+        }
+    }
+
+    /// How many answers are kept.
+    pub fn len(&self) -> usize {
+        self.known.read().map_or(0, |k| k.count)
+    }
+
+    /// True when no answer is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
