@@ -433,8 +433,6 @@ impl Policy for PlanPolicy {
         // end), if any.
         let mut taken: Option<Future> = None;
         let mut first = true;
-        let t_all = std::time::Instant::now();
-        let (mut dbg_rows, mut dbg_fut, mut dbg_cands, mut dbg_choices) = (0.0, 0.0, 0usize, 0usize);
         let asked = decide_within_until(view, self.base.greedy(), caller, &mut |round, rows, n| {
             let mut scores = Vec::new();
             self.base.mlp().scores(rows, n, &mut scores);
@@ -456,14 +454,12 @@ impl Policy for PlanPolicy {
             // Their whole decisions, and at the first choice the promise's decider's, side by
             // side (each asks its decider on its own copy).
             let promised = if first && prior.is_none() { promise.then } else { None };
-            let tj = std::time::Instant::now();
             let (promised, decisions) = rayon::join(
                 || promised.and_then(|then| Some((self.decision_of(&sim, then)?, then, None))),
                 || -> Vec<(usize, Vec<Placement>)> {
                     tried.into_par_iter().map(|(r, (now, hold))| (r, self.row_decision(&sim, now, hold))).collect()
                 },
             );
-            dbg_rows += tj.elapsed().as_secs_f64();
             let mut candidates: Vec<(Vec<Placement>, Then, Option<usize>)> = promised.into_iter().collect();
             for (r, d) in decisions {
                 let weighed = |candidates: &[(Vec<Placement>, Then, Option<usize>)], then: Then| {
@@ -510,14 +506,10 @@ impl Policy for PlanPolicy {
             let incumbent = Incumbent::none();
             prior.iter().chain(&rule_futures).for_each(|f| incumbent.lower(cost(guard.as_ref(), &f.end)));
             let mut futures: Vec<Future> = prior.into_iter().collect();
-            let tf = std::time::Instant::now();
-            dbg_cands += candidates.len();
             let played: Vec<Future> = candidates
                 .into_par_iter()
                 .filter_map(|(d, then, row)| self.play_below(&sim, d, then, row, guard.as_ref(), &incumbent))
                 .collect();
-            dbg_fut += tf.elapsed().as_secs_f64();
-            dbg_choices += 1;
             futures.extend(played);
             futures.extend(rule_futures);
             let Some(best) = cheapest_index(futures.iter().map(|f| &f.end), guard.as_ref()) else {
@@ -545,17 +537,6 @@ impl Policy for PlanPolicy {
         };
         if let Ok(mut p) = self.promise.lock() {
             *p = promise;
-        }
-        if std::env::var_os("PLAN_DEBUG").is_some() && view.queue.len() <= 5 {
-            eprintln!(
-                "DEC {:.3} rows {:.3} fut {:.3} choices {} cands {} waiting {}",
-                t_all.elapsed().as_secs_f64() * 1e3,
-                dbg_rows * 1e3,
-                dbg_fut * 1e3,
-                dbg_choices,
-                dbg_cands,
-                view.queue.len()
-            );
         }
         decision
     }
