@@ -74,17 +74,7 @@ impl Policy for Recording<'_> {
     }
 
     fn decide(&self, view: &ClusterView<'_>) -> Vec<Placement> {
-        let t = std::time::Instant::now();
         let decision = self.inner.decide(view);
-        if std::env::var_os("ASK_DEBUG").is_some() && self.inner.name() == "dqngpu" {
-            eprintln!(
-                "ASK {} {:.2} q {} placed {}",
-                decision.iter().any(|p| !p.jobs.is_empty()),
-                t.elapsed().as_secs_f64() * 1e6,
-                view.queue.len(),
-                decision.iter().map(|p| p.jobs.len()).sum::<usize>()
-            );
-        }
         if let Ok(mut asks) = self.asks.lock() {
             asks.push(Ask { moment: Moment::of(view), decision: decision.clone() });
         }
