@@ -543,3 +543,50 @@ fn a_memo_answers_as_the_time_aligned_rule_it_keeps() {
     }
     assert!(hits > 100, "only {hits} answers read: the check proves little");
 }
+
+#[test]
+fn a_memo_tells_a_job_started_just_now_from_one_placed_beside_it_in_the_round() {
+    // A job that started at this very moment (progress 0, nothing lost: as the plan's rows
+    // see the jobs they just placed) and the same job placed earlier in the round are the same
+    // jobs to the time-aligned rule's prediction, but only a resident is drifted: here the
+    // rule admits b beside a placed this round, and refuses it beside a resident a.
+    use dqngpu_rl::scorer::{Caller, FitMemo};
+    let a = phased("a", &[(1, 30.0, 2000.0), (1, 30.0, 9000.0), (20, 30.0, 2000.0)]);
+    let b = phased("b", &[(1, 30.0, 9000.0), (1, 30.0, 2000.0), (20, 30.0, 9000.0)]);
+    let none: Arc<dyn dqngpu_interference::Interference> = Arc::from(dqngpu_interference::by_name("none").unwrap());
+    let caller = Caller { model: none, ..Caller::default() };
+    let greedy = Greedy::default();
+    let b_offered = |view: &ClusterView<'_>, memo: Option<&FitMemo>, place_a: bool| {
+        let mut round = Round::for_caller(view, &greedy, &caller).with_memo(memo);
+        let mut rows = Vec::new();
+        round.rows(&mut rows);
+        if place_a {
+            let r = round.row_of(1, 0).expect("a fits the idle GPU");
+            round.take(r);
+            round.rows(&mut rows);
+        }
+        round.row_of(2, 0).is_some()
+    };
+    // Both waiting on an idle GPU: a is placed, then b is asked beside it.
+    let idle = [titanxp(vec![])];
+    let both = [queued(1, &a), queued(2, &b)];
+    let placing = ClusterView { now_s: 0.0, gpus: &idle, queue: &both };
+    // a started now, b waiting.
+    let started = [titanxp(vec![running(1, &a)])];
+    let waiting = [queued(2, &b)];
+    let after = ClusterView { now_s: 0.0, gpus: &started, queue: &waiting };
+    assert!(b_offered(&placing, None, true), "aligned, a and b fit");
+    assert!(!b_offered(&after, None, false), "a resident a a second ahead overflows the card beside b");
+    for first_placing in [true, false] {
+        let memo = FitMemo::default();
+        let order =
+            if first_placing { [(&placing, true), (&after, false)] } else { [(&after, false), (&placing, true)] };
+        for (view, place_a) in order {
+            assert_eq!(
+                b_offered(view, Some(&memo), place_a),
+                b_offered(view, None, place_a),
+                "placing first: {first_placing}, asked after placing a: {place_a}"
+            );
+        }
+    }
+}

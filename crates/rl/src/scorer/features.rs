@@ -401,7 +401,7 @@ impl<'v> Round<'v> {
         for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
             jobs.push(BudgetJob::starting(q));
         }
-        let question = FitQuestion { spec: &gpu.spec, peak_fits, jobs: &jobs };
+        let question = FitQuestion { spec: &gpu.spec, peak_fits, residents: gpu.running.len(), jobs: &jobs };
         if let Some(fits) = self.memo.and_then(|m| m.fits(&question)) {
             self.aligned.insert(key, fits);
             return fits;

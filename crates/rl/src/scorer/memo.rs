@@ -16,11 +16,14 @@ use dqngpu_model::{AppProfile, GpuSpec};
 use dqngpu_sim::budget::BudgetJob;
 
 /// One question of [`super::Round`]'s time-aligned rule: the GPU, whether the peaks alone fit
-/// (the rule checks drift only where they do not), and the jobs that would run there, in
-/// order (profiles by address).
+/// (the rule checks drift only where they do not), how many of the jobs run there already (the
+/// drift moves those alone: a job started at this very moment, with no progress and nothing
+/// lost, reads as one placed this round but is drifted where that one is not), and the jobs
+/// that would run there, in order (profiles by address).
 pub(super) struct FitQuestion<'q> {
     pub(super) spec: &'q GpuSpec,
     pub(super) peak_fits: bool,
+    pub(super) residents: usize,
     pub(super) jobs: &'q [BudgetJob<'q>],
 }
 
@@ -36,6 +39,7 @@ const OWN: u32 = u32::MAX;
 struct Answer {
     spec: u32,
     peak_fits: bool,
+    residents: usize,
     jobs: Vec<Job>,
     fits: bool,
 }
@@ -85,12 +89,16 @@ impl Known {
         &self,
         spec: &GpuSpec,
         peak_fits: bool,
+        residents: usize,
         jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)>,
     ) -> Option<bool> {
         let spec = self.spec(spec)?;
         let jobs = self.words(jobs)?;
-        let bucket = self.answers.get(&hash(spec, peak_fits, &jobs))?;
-        bucket.iter().find(|a| a.spec == spec && a.peak_fits == peak_fits && a.jobs == jobs).map(|a| a.fits)
+        let bucket = self.answers.get(&hash(spec, peak_fits, residents, &jobs))?;
+        bucket
+            .iter()
+            .find(|a| a.spec == spec && a.peak_fits == peak_fits && a.residents == residents && a.jobs == jobs)
+            .map(|a| a.fits)
     }
 
     /// Keeps `fits` for the question; `profiles` are its jobs' (in order), checked to be.
@@ -98,6 +106,7 @@ impl Known {
         &mut self,
         spec: &GpuSpec,
         peak_fits: bool,
+        residents: usize,
         jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)> + Clone,
         profiles: &[&Arc<AppProfile>],
         fits: bool,
@@ -128,17 +137,19 @@ impl Known {
             self.profiles.entry(Arc::as_ptr(p) as usize).or_insert_with(|| Arc::clone(p));
         }
         let (Some(spec), Some(jobs)) = (self.spec(spec), self.words(jobs)) else { return };
-        self.answers.entry(hash(spec, peak_fits, &jobs)).or_default().push(Answer { spec, peak_fits, jobs, fits });
+        let key = hash(spec, peak_fits, residents, &jobs);
+        self.answers.entry(key).or_default().push(Answer { spec, peak_fits, residents, jobs, fits });
         self.count += 1;
     }
 }
 
 /// A hash of a question in the memo's words (to find its bucket; answers are told apart by
 /// comparing the words), mixed as rustc's FxHash mixes words.
-fn hash(spec: u32, peak_fits: bool, jobs: &[Job]) -> u64 {
+fn hash(spec: u32, peak_fits: bool, residents: usize, jobs: &[Job]) -> u64 {
     let mut h = 0u64;
     let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     mix(u64::from(spec) << 1 | u64::from(peak_fits));
+    mix(residents as u64);
     for &(app, profile, progress, lost) in jobs {
         mix(u64::from(app));
         mix(profile as u64);
@@ -164,7 +175,7 @@ fn fit_jobs<'a>(q: &'a FitQuestion<'a>) -> impl Iterator<Item = (&'a str, &'a Ap
 impl FitMemo {
     /// The time-aligned answer kept for `q`, if any.
     pub(super) fn fits(&self, q: &FitQuestion<'_>) -> Option<bool> {
-        let fits = self.known.read().ok()?.get(q.spec, q.peak_fits, fit_jobs(q))?;
+        let fits = self.known.read().ok()?.get(q.spec, q.peak_fits, q.residents, fit_jobs(q))?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(fits)
     }
@@ -177,7 +188,7 @@ impl FitMemo {
     /// Keeps `fits` for `q`, whose jobs' profiles are `profiles` (in order).
     pub(super) fn put_fits(&self, q: &FitQuestion<'_>, fits: bool, profiles: &[&Arc<AppProfile>]) {
         if let Ok(mut known) = self.known.write() {
-            known.put(q.spec, q.peak_fits, fit_jobs(q), profiles, fits);
+            known.put(q.spec, q.peak_fits, q.residents, fit_jobs(q), profiles, fits);
         }
     }
 
