@@ -590,3 +590,52 @@ fn a_memo_tells_a_job_started_just_now_from_one_placed_beside_it_in_the_round() 
         }
     }
 }
+
+/// The fixed-shape path and the general path take the same rows: `n` of them, and a view of
+/// fewer than `n` whole rows is refused by both (not scored short by one of them, whose
+/// caller would then read a score that is not there, or pick among too few).
+#[test]
+fn the_fixed_shape_path_scores_as_many_rows_as_the_general_path() {
+    for hidden in [&[32usize, 16][..], &[16][..]] {
+        let mlp = Mlp::from_net(&PolicyNet::new(FEATURES, hidden, 1, Head::Joint, 1).unwrap()).unwrap();
+        let x: Vec<f32> = (0..3 * FEATURES + 5).map(|k| (k % 7) as f32 / 7.0).collect();
+        let scored = |n: usize, general: bool| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut out = vec![1.0; 9];
+                match general {
+                    true => mlp.scores_any_shape(&x, n, &mut out),
+                    false => mlp.scores(&x, n, &mut out),
+                }
+                out
+            }))
+            .ok()
+        };
+        for n in 0..=4 {
+            let (fast, general) = (scored(n, false), scored(n, true));
+            assert_eq!(fast, general, "{hidden:?}, {n} rows");
+            if let Some(fast) = fast {
+                assert_eq!(fast.len(), n, "{hidden:?}");
+            }
+        }
+    }
+}
+
+/// A score of zero is the same zero on both paths: the plan's and the look-ahead's rows are
+/// ordered by `total_cmp` ([`train::lookahead_rows`]), which tells -0 from +0, so a zero's
+/// sign would change which rows are played and which wins a tie.
+#[test]
+fn the_fixed_shape_path_gives_a_zero_score_the_general_paths_sign() {
+    let net = PolicyNet::new(FEATURES, &[32, 16], 1, Head::Joint, 2).unwrap();
+    // Zero hidden biases and an output bias of -0: a row of zeros scores a zero.
+    let vars = net.vars();
+    vars[5].set(&candle_core::Tensor::new(&[-0.0f32], &candle_core::Device::Cpu).unwrap()).unwrap();
+    let mlp = Mlp::from_net(&net).unwrap();
+    let mut x = vec![0.0f32; 2 * FEATURES];
+    x[FEATURES] = 1.0;
+    let (mut fast, mut general) = (Vec::new(), Vec::new());
+    mlp.scores(&x, 2, &mut fast);
+    mlp.scores_any_shape(&x, 2, &mut general);
+    assert_eq!(fast[0], 0.0, "a row of zeros scores the bias");
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fast), bits(&general));
+}

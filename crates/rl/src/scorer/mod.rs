@@ -146,11 +146,14 @@ impl Mlp {
         match Shipped::of(&self.layers) {
             // The shipped shape, with sizes the compiler knows: the same sums in the same order
             // as the general path, which skips zero inputs (their products, zeros, change no
-            // sum but one that is zero, and then only in its sign, which no comparison sees;
-            // test `the_fixed_shape_path_scores_as_the_general_path`).
+            // sum but one that is zero, and then only in its sign, which both paths then drop;
+            // tests `the_fixed_shape_path_scores_as_the_general_path`,
+            // `the_fixed_shape_path_gives_a_zero_score_the_general_paths_sign`). The same `n`
+            // rows as the general path: fewer in `x` panics there and here (test
+            // `the_fixed_shape_path_scores_as_many_rows_as_the_general_path`).
             Some(net) => {
                 out.clear();
-                out.extend(x.as_chunks::<FEATURES>().0.iter().take(n).map(|row| net.score(row)));
+                out.extend(x[..n * FEATURES].as_chunks::<FEATURES>().0.iter().map(|row| net.score(row)));
             }
             None => self.scores_any_shape(x, n, out),
         }
@@ -187,7 +190,8 @@ impl Mlp {
                 }
                 std::mem::swap(&mut h, &mut next);
             }
-            out.push(h.first().copied().unwrap_or(0.0));
+            // A zero as +0 (see `Shipped::score`).
+            out.push(h.first().copied().unwrap_or(0.0) + 0.0);
         }
     }
 }
@@ -228,7 +232,9 @@ impl<'a> Shipped<'a> {
     fn score(&self, x: &[f32; FEATURES]) -> f32 {
         let h1 = dense(self.w0, self.b0, x, true);
         let h2 = dense(self.w1, self.b1, &h1, true);
-        dense(self.w2, self.b2, &h2, false)[0]
+        // A zero score as +0, whatever its sign (the general path's may differ in it alone):
+        // rows are ordered by `total_cmp` (`train::lookahead_rows`), which tells -0 from +0.
+        dense(self.w2, self.b2, &h2, false)[0] + 0.0
     }
 }
 
