@@ -676,6 +676,79 @@ mod tests {
     }
 
     #[test]
+    fn a_future_read_where_it_passed_is_played_again_alike_in_every_setting() {
+        // As the test above, in the settings a plan runs in besides the default: other
+        // libraries, interference models and a slowdown budget (where the futures may kill jobs
+        // out of memory and requeue them).
+        let mut reads = 0;
+        let mut differ = Vec::new();
+        for (lib_name, gpus, model_name, budget) in [
+            ("thesis", "titanxp:2", "none", None),
+            ("thesis", "titanxp:2", "measured", Some(0.2)),
+            ("lucid", "2xrtx3090:2", "contention", None),
+            ("generated:7:12", "titanxp:2", "contention-h100", None),
+            ("generated:7:12", "titanxp:2", "contention", Some(0.1)),
+        ] {
+            let lib = dqngpu_model::library::resolve(lib_name).unwrap();
+            let cluster = ClusterSpec::parse_gpus(gpus).unwrap();
+            let model: Arc<dyn dqngpu_interference::Interference> =
+                Arc::from(dqngpu_interference::by_name(model_name).unwrap());
+            let config = SimConfig { max_slowdown: budget, ..SimConfig::default() };
+            let base =
+                ScorerPolicy::untrained(&[16], 3).unwrap().with_caller(Caller::for_config(&config, model.clone()));
+            let plan = PlanPolicy::new(base, PlanConfig::default());
+            let config = config.for_policy(&plan);
+            let from = |s: &Simulator| Simulator::from_view(&s.view(), Arc::clone(&model), config.clone()).unwrap();
+            for (k, class) in WorkloadClass::ALL.into_iter().enumerate() {
+                let set = dqngpu_sim::draw(&lib, class, 10, 90 + k as u64, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+                let mut start = Simulator::new(&cluster, &lib, &set, model.clone(), config.clone()).unwrap();
+                while !start.needs_decision() {
+                    start.step();
+                }
+                for then in std::iter::once(Then::Scorer).chain((0..dqngpu_policy::RIVALS.len()).map(Then::Rule)) {
+                    let at = from(&start);
+                    let Some(first) = plan.decision_of(&at, then) else { continue };
+                    let Some(future) = plan.play(&at, first.clone(), then, None) else { continue };
+                    let mut real = start.clone();
+                    real.apply(&first).unwrap();
+                    real.step();
+                    let mut read = future;
+                    while !real.done() {
+                        if real.needs_decision() {
+                            let again = from(&real);
+                            let next = read.read_at(&again.view()).expect("the future passed through this moment");
+                            let played =
+                                plan.play(&again, plan.decision_of(&again, then).unwrap(), then, None).unwrap();
+                            let same = next.decision == played.decision
+                                && next.end.mean_jct_s.to_bits() == played.end.mean_jct_s.to_bits()
+                                && next.end.makespan_s.to_bits() == played.end.makespan_s.to_bits();
+                            if !same {
+                                differ.push(format!(
+                                    "{lib_name} {gpus} {model_name} {budget:?} {class:?} {then:?} at {}: read {:?} {} {}, played {:?} {} {} (oom kills {})",
+                                    real.now_s(),
+                                    next.decision,
+                                    next.end.mean_jct_s,
+                                    next.end.makespan_s,
+                                    played.decision,
+                                    played.end.mean_jct_s,
+                                    played.end.makespan_s,
+                                    read.end.oom_kills,
+                                ));
+                            }
+                            real.apply(&next.decision).unwrap();
+                            read = next;
+                            reads += 1;
+                        }
+                        real.step();
+                    }
+                }
+            }
+        }
+        assert!(differ.is_empty(), "{} of {reads} reads differ:\n{}", differ.len(), differ.join("\n"));
+        assert!(reads > 100, "only {reads} reads: the check proves little");
+    }
+
+    #[test]
     fn a_promise_lasts_while_the_jobs_are_known_and_the_clock_goes_on() {
         let lib = dqngpu_model::library::resolve("thesis").unwrap();
         let profile = |name: &str| lib.apps.get(name).unwrap().clone();
