@@ -60,6 +60,12 @@ struct Known {
 /// service, far above what one decision asks).
 const CAPACITY: usize = 1 << 16;
 
+/// GPU models and app names kept at most (each lookup scans them); past either the memo
+/// starts afresh. A Kubernetes extender names a pod of an unknown app by the pod, so the apps
+/// it asks about could grow with every pod, and a GPU whose memory is no number never equals
+/// itself, so its spec would be kept again at every answer.
+const NAMES: usize = 256;
+
 impl Known {
     fn spec(&self, spec: &GpuSpec) -> Option<u32> {
         self.specs.iter().position(|s| s == spec).map(|i| i as u32)
@@ -122,7 +128,7 @@ impl Known {
         if n != profiles.len() || n != jobs.clone().count() {
             return;
         }
-        if self.count >= CAPACITY {
+        if self.count >= CAPACITY || self.specs.len() >= NAMES || self.apps.len() >= NAMES {
             *self = Known::default();
         }
         if self.spec(spec).is_none() {
@@ -200,5 +206,40 @@ impl FitMemo {
     /// True when no answer is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_a_memo_keeps_stay_bounded() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let profile: Arc<AppProfile> = Arc::clone(lib.apps.values().next().unwrap());
+        let titanxp = dqngpu_model::gpu::lookup("titanxp").unwrap();
+        let no_number = GpuSpec { memory_mib: f64::NAN, ..titanxp.clone() };
+        let memo = FitMemo::default();
+        let ask = |spec: &GpuSpec, app: &str| {
+            let jobs = [BudgetJob { app, profile: &profile, progress_s: 0.0, lost_s: 0.0 }];
+            let q = FitQuestion { spec, peak_fits: false, residents: 0, jobs: &jobs };
+            memo.put_fits(&q, true, &[&profile]);
+            memo.fits(&q)
+        };
+        // A pod named for itself at every ask, as an extender names a pod of an unknown app.
+        for k in 0..3 * NAMES {
+            assert_eq!(ask(&titanxp, &format!("pod-{k}")), Some(true));
+        }
+        // A GPU whose memory is no number, never equal to itself: never answered from the memo.
+        for _ in 0..3 * NAMES {
+            assert_eq!(ask(&no_number, &profile.app.name), None);
+        }
+        let known = memo.known.read().unwrap();
+        assert!(
+            known.apps.len() <= NAMES && known.specs.len() <= NAMES,
+            "{} apps, {} specs",
+            known.apps.len(),
+            known.specs.len()
+        );
     }
 }

@@ -176,8 +176,14 @@ impl Future {
 
     /// This future read from `view`, where its decider was asked (the same state): its
     /// decision there, and its end as a simulation from `view` reckons it. `None` where it
-    /// never was at `view`'s moment.
+    /// never was at `view`'s moment, and for a future with an OOM kill: a simulation from a
+    /// view knows no running job's restarts, avoided apps or submission (it counts from the
+    /// start), which a kill after the moment brings back into play, so the future played again
+    /// from the view may go otherwise than the one recorded.
     fn read_at(&self, view: &ClusterView<'_>) -> Option<Future> {
+        if self.end.oom_kills > 0 {
+            return None;
+        }
         let moment = Moment::of(view);
         let k = self.next_ask + self.asks.get(self.next_ask..)?.iter().position(|a| a.moment == moment)?;
         Some(Future {
@@ -623,6 +629,33 @@ mod tests {
             }
         }
         assert!(abandoned > 0, "no future was dear enough to abandon: the check proves nothing");
+    }
+
+    #[test]
+    fn a_future_with_an_oom_kill_is_played_again_not_read() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let cluster = ClusterSpec::parse_gpus("2xtitanxp:2").unwrap();
+        let model: Arc<dyn dqngpu_interference::Interference> =
+            Arc::from(dqngpu_interference::by_name("contention").unwrap());
+        let plan = PlanPolicy::new(ScorerPolicy::untrained(&[16], 3).unwrap(), PlanConfig::default());
+        let set = dqngpu_sim::draw(&lib, WorkloadClass::Random, 12, 71, dqngpu_sim::Arrivals::AllAtZero).unwrap();
+        let mut real = Simulator::new(&cluster, &lib, &set, model.clone(), SimConfig::default()).unwrap();
+        while !real.needs_decision() {
+            real.step();
+        }
+        let at = Simulator::from_view(&real.view(), Arc::clone(&model), SimConfig::default()).unwrap();
+        let first = plan.decision_of(&at, Then::Scorer).unwrap();
+        let mut future = plan.play(&at, first.clone(), Then::Scorer, None).unwrap();
+        // Carried out to its next decision, where it is read ...
+        real.apply(&first).unwrap();
+        real.step();
+        while !real.needs_decision() {
+            real.step();
+        }
+        assert!(future.read_at(&real.view()).is_some(), "the future passed through this moment");
+        // ... unless it had an OOM kill (after which a view's simulation may go otherwise).
+        future.end.oom_kills = 1;
+        assert!(future.read_at(&real.view()).is_none());
     }
 
     #[test]
