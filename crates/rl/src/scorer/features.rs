@@ -397,10 +397,10 @@ impl<'v> Round<'v> {
             return *v;
         }
         let gpu = &self.view.gpus[g];
+        let starting: Vec<&QueuedJob> =
+            self.chosen[g].iter().copied().chain(std::iter::once(&self.view.queue[i])).collect();
         let mut jobs = budget::resident_jobs(self.view.now_s, gpu);
-        for q in self.chosen[g].iter().chain(std::iter::once(&&self.view.queue[i])) {
-            jobs.push(BudgetJob::starting(q));
-        }
+        jobs.extend(starting.iter().map(|q| BudgetJob::starting(q)));
         let question = FitQuestion { spec: &gpu.spec, peak_fits, residents: gpu.running.len(), jobs: &jobs };
         if let Some(fits) = self.memo.and_then(|m| m.fits(&question)) {
             self.aligned.insert(key, fits);
@@ -413,7 +413,7 @@ impl<'v> Round<'v> {
             budget::memory_fits(&gpu.spec, &*self.model, &jobs, self.step_s)
         };
         if fits && !peak_fits {
-            let residents = gpu.running.len();
+            let residents = question.residents;
             for shift in [DRIFT_S, -DRIFT_S] {
                 let mut drifted = jobs.clone();
                 for j in &mut drifted[..residents] {
@@ -423,10 +423,10 @@ impl<'v> Round<'v> {
             }
         }
         if let Some(memo) = self.memo {
-            let mut profiles: Vec<&Arc<AppProfile>> = gpu.running.iter().map(|r| &r.profile).collect();
-            profiles.extend(self.chosen[g].iter().map(|q| &q.profile));
-            profiles.push(&self.view.queue[i].profile);
-            memo.put_fits(&question, fits, &profiles);
+            // The jobs' profiles, in the question's order.
+            let running = gpu.running.iter().map(|r| &r.profile);
+            let profiles: Vec<&Arc<AppProfile>> = running.chain(starting.iter().map(|q| &q.profile)).collect();
+            memo.put(&question, fits, &profiles);
         }
         self.aligned.insert(key, fits);
         fits

@@ -78,73 +78,58 @@ impl Known {
         self.apps.iter().position(|a| a == app).map(|i| i as u32)
     }
 
-    /// `jobs` (app, profile, progress, time lost) in the memo's words, if every app is known.
-    fn words<'a>(&self, jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)>) -> Option<Vec<Job>> {
-        jobs.map(|(app, profile, progress_s, lost_s)| {
-            Some((
-                self.app(app, profile)?,
-                profile as *const AppProfile as usize,
-                progress_s.to_bits(),
-                lost_s.to_bits(),
-            ))
-        })
-        .collect()
+    /// The question's jobs in the memo's words, if every app is known.
+    fn words(&self, q: &FitQuestion<'_>) -> Option<Vec<Job>> {
+        q.jobs
+            .iter()
+            .map(|j| {
+                let profile = j.profile as *const AppProfile as usize;
+                Some((self.app(j.app, j.profile)?, profile, j.progress_s.to_bits(), j.lost_s.to_bits()))
+            })
+            .collect()
     }
 
-    fn get<'a>(
-        &self,
-        spec: &GpuSpec,
-        peak_fits: bool,
-        residents: usize,
-        jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)>,
-    ) -> Option<bool> {
-        let spec = self.spec(spec)?;
-        let jobs = self.words(jobs)?;
-        let bucket = self.answers.get(&hash(spec, peak_fits, residents, &jobs))?;
+    fn get(&self, q: &FitQuestion<'_>) -> Option<bool> {
+        let spec = self.spec(q.spec)?;
+        let jobs = self.words(q)?;
+        let bucket = self.answers.get(&hash(spec, q.peak_fits, q.residents, &jobs))?;
         bucket
             .iter()
-            .find(|a| a.spec == spec && a.peak_fits == peak_fits && a.residents == residents && a.jobs == jobs)
+            .find(|a| a.spec == spec && a.peak_fits == q.peak_fits && a.residents == q.residents && a.jobs == jobs)
             .map(|a| a.fits)
     }
 
-    /// Keeps `fits` for the question; `profiles` are its jobs' (in order), checked to be.
-    fn put<'a>(
-        &mut self,
-        spec: &GpuSpec,
-        peak_fits: bool,
-        residents: usize,
-        jobs: impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)> + Clone,
-        profiles: &[&Arc<AppProfile>],
-        fits: bool,
-    ) {
+    /// Keeps `fits` for `q`; `profiles` are its jobs' (in order), checked to be.
+    fn put(&mut self, q: &FitQuestion<'_>, profiles: &[&Arc<AppProfile>], fits: bool) {
         // The profiles must be the question's own (their addresses are its words).
-        let mut n = 0;
-        for (p, (_, profile, _, _)) in profiles.iter().zip(jobs.clone()) {
-            if !std::ptr::eq(&***p, profile) {
-                return;
-            }
-            n += 1;
-        }
-        if n != profiles.len() || n != jobs.clone().count() {
+        let own =
+            profiles.len() == q.jobs.len() && profiles.iter().zip(q.jobs).all(|(p, j)| std::ptr::eq(&***p, j.profile));
+        if !own {
             return;
         }
         if self.count >= CAPACITY || self.specs.len() >= NAMES || self.apps.len() >= NAMES {
             *self = Known::default();
         }
-        if self.spec(spec).is_none() {
-            self.specs.push(spec.clone());
+        if self.spec(q.spec).is_none() {
+            self.specs.push(q.spec.clone());
         }
-        for (app, profile, _, _) in jobs.clone() {
-            if self.app(app, profile).is_none() {
-                self.apps.push(app.to_string());
+        for j in q.jobs {
+            if self.app(j.app, j.profile).is_none() {
+                self.apps.push(j.app.to_string());
             }
         }
         for p in profiles {
             self.profiles.entry(Arc::as_ptr(p) as usize).or_insert_with(|| Arc::clone(p));
         }
-        let (Some(spec), Some(jobs)) = (self.spec(spec), self.words(jobs)) else { return };
-        let key = hash(spec, peak_fits, residents, &jobs);
-        self.answers.entry(key).or_default().push(Answer { spec, peak_fits, residents, jobs, fits });
+        let (Some(spec), Some(jobs)) = (self.spec(q.spec), self.words(q)) else { return };
+        let key = hash(spec, q.peak_fits, q.residents, &jobs);
+        self.answers.entry(key).or_default().push(Answer {
+            spec,
+            peak_fits: q.peak_fits,
+            residents: q.residents,
+            jobs,
+            fits,
+        });
         self.count += 1;
     }
 }
@@ -173,15 +158,10 @@ pub struct FitMemo {
     hits: AtomicU64,
 }
 
-/// A fit question's jobs as the memo reads them.
-fn fit_jobs<'a>(q: &'a FitQuestion<'a>) -> impl Iterator<Item = (&'a str, &'a AppProfile, f64, f64)> + Clone {
-    q.jobs.iter().map(|j| (j.app, j.profile, j.progress_s, j.lost_s))
-}
-
 impl FitMemo {
     /// The time-aligned answer kept for `q`, if any.
     pub(super) fn fits(&self, q: &FitQuestion<'_>) -> Option<bool> {
-        let fits = self.known.read().ok()?.get(q.spec, q.peak_fits, q.residents, fit_jobs(q))?;
+        let fits = self.known.read().ok()?.get(q)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(fits)
     }
@@ -192,9 +172,9 @@ impl FitMemo {
     }
 
     /// Keeps `fits` for `q`, whose jobs' profiles are `profiles` (in order).
-    pub(super) fn put_fits(&self, q: &FitQuestion<'_>, fits: bool, profiles: &[&Arc<AppProfile>]) {
+    pub(super) fn put(&self, q: &FitQuestion<'_>, fits: bool, profiles: &[&Arc<AppProfile>]) {
         if let Ok(mut known) = self.known.write() {
-            known.put(q.spec, q.peak_fits, q.residents, fit_jobs(q), profiles, fits);
+            known.put(q, profiles, fits);
         }
     }
 
@@ -223,7 +203,7 @@ mod tests {
         let ask = |spec: &GpuSpec, app: &str| {
             let jobs = [BudgetJob { app, profile: &profile, progress_s: 0.0, lost_s: 0.0 }];
             let q = FitQuestion { spec, peak_fits: false, residents: 0, jobs: &jobs };
-            memo.put_fits(&q, true, &[&profile]);
+            memo.put(&q, true, &[&profile]);
             memo.fits(&q)
         };
         // A pod named for itself at every ask, as an extender names a pod of an unknown app.
