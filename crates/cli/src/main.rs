@@ -100,6 +100,11 @@ fn quiet_on_closed_pipe() {
     }));
 }
 
+/// mimalloc, not glibc's malloc: a sixth less CPU for the plan's decisions, which allocate
+/// small buffers on every rayon thread (docs/BENCHMARKS.md); the same results.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     quiet_on_closed_pipe();
     let cli = Cli::parse();

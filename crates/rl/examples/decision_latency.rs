@@ -10,6 +10,10 @@
 //! 10 job sets per class, seeds 900000 + 100 x class + i (never training seeds).
 
 use std::path::Path;
+
+/// The allocator the `dqngpu` binary ships, so that these times are the service's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 
 use dqngpu_model::{ClusterSpec, WorkloadClass};

@@ -16,13 +16,13 @@
 //! fitting job waiting beside an idle GPU).
 
 use std::collections::HashMap;
-
 use std::sync::Arc;
 
 use dqngpu_interference::Interference;
 use dqngpu_model::{AppProfile, ClusterView, Placement, QueuedJob, Resources};
 use dqngpu_policy::{fit, Greedy, Member};
 use dqngpu_sim::budget::{self, BudgetJob, BUDGET_MARGIN_STEPS};
+use foldhash::fast::FixedState;
 
 use super::memo::{FitMemo, FitQuestion};
 
@@ -85,8 +85,9 @@ pub struct Round<'v> {
     mean_util: Vec<f64>,
     /// Predicted (gain, own rate) and time-aligned memory fit per (profile, GPU), dropped for
     /// a GPU when a job joins it (jobs of one app share them).
-    gains: HashMap<(*const AppProfile, usize), (f64, f64)>,
-    aligned: HashMap<(*const AppProfile, usize), bool>,
+    /// (foldhash: asked for every row; SipHash was a twentieth of a plan decision's CPU.)
+    gains: HashMap<(*const AppProfile, usize), (f64, f64), FixedState>,
+    aligned: HashMap<(*const AppProfile, usize), bool, FixedState>,
     /// The caller's slowdown budget (a fraction), when it set one: rows it would refuse are
     /// not offered.
     budget: Option<f64>,
@@ -129,8 +130,8 @@ impl<'v> Round<'v> {
             taken: vec![false; view.queue.len()],
             peaks: view.queue.iter().map(fit::job_peak).collect(),
             mean_util: view.queue.iter().map(|q| q.profile.summary().mean.gpu_util_pct).collect(),
-            gains: HashMap::new(),
-            aligned: HashMap::new(),
+            gains: HashMap::default(),
+            aligned: HashMap::default(),
             model: caller.model.clone(),
             step_s: caller.step_s,
             budget: caller.max_slowdown,
@@ -201,27 +202,32 @@ impl<'v> Round<'v> {
         for (r, &i) in order.iter().enumerate() {
             rank[i] = r;
         }
-        let solos: Vec<f64> = waiting.iter().map(|&i| view.queue[i].profile.solo_s()).collect();
-        let min_solo = solos.iter().copied().fold(f64::INFINITY, f64::min).max(1e-9);
-        let mean_solo = (solos.iter().sum::<f64>() / solos.len() as f64).max(1e-9);
+        let solo = |&i: &usize| view.queue[i].profile.solo_s();
+        let min_solo = waiting.iter().map(solo).fold(f64::INFINITY, f64::min).max(1e-9);
+        let mean_solo = (waiting.iter().map(solo).sum::<f64>() / waiting.len() as f64).max(1e-9);
         let idle: Vec<bool> = self.members.iter().map(Vec::is_empty).collect();
         let idle_share = idle.iter().filter(|&&b| b).count() as f32 / idle.len().max(1) as f32;
         let queue_len = ((1.0 + waiting.len() as f64).ln() / 5.0) as f32;
         let rank_den = (waiting.len().max(2) - 1) as f64;
         let ctx = QueueFacts { rank, rank_den, min_solo, mean_solo, idle, idle_share, queue_len };
         let idle = &ctx.idle;
-        let mut twin = vec![false; view.gpus.len()];
+        // (Empty, so unallocated, but for an argmax caller.)
+        let mut twin = Vec::new();
         if self.for_argmax {
-            // The first idle GPU of each model; every later idle one of that model is a twin.
-            let mut firsts: Vec<usize> = Vec::new();
+            twin = vec![false; view.gpus.len()];
+            // Every idle GPU of a model after the first idle one of that model is a twin.
             for g in (0..view.gpus.len()).filter(|&g| idle[g]) {
-                match firsts.iter().any(|&e| self.idle_twin_gpus(e, g)) {
-                    true => twin[g] = true,
-                    false => firsts.push(g),
-                }
+                twin[g] = (0..g).any(|e| idle[e] && !twin[e] && self.idle_twin_gpus(e, g));
             }
         }
-        let mut rows: Vec<[f32; FEATURES]> = Vec::new();
+        // Written straight after a hold row, which is dropped if an idle GPU takes a row.
+        let mut hold = [0f32; FEATURES];
+        hold[0] = 1.0;
+        hold[14] = queue_len;
+        hold[16] = idle_share;
+        out.extend_from_slice(&hold);
+        self.pairs.push(None);
+        self.pending.push(false);
         let mut idle_fits = false;
         for &i in &waiting {
             let job = &view.queue[i];
@@ -233,7 +239,8 @@ impl<'v> Round<'v> {
                     && self.peaks[i].gpu_mem_mib <= gpu.spec.memory_mib
             });
             for (g, gpu) in view.gpus.iter().enumerate() {
-                if twin[g] || (idle_takes && !idle[g]) || !fit::compatible(job, gpu, &self.chosen[g]) {
+                if twin.get(g) == Some(&true) || (idle_takes && !idle[g]) || !fit::compatible(job, gpu, &self.chosen[g])
+                {
                     continue;
                 }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
@@ -246,26 +253,20 @@ impl<'v> Round<'v> {
                 self.pending.push(defer);
                 idle_fits |= idle[g];
                 let r = self.features(i, g, peak_fits, &ctx);
-                rows.push(r);
+                out.extend_from_slice(&r);
                 self.pairs.push(Some((i, g)));
             }
         }
-        if rows.is_empty() {
+        if self.pairs.len() == 1 {
+            out.clear();
             self.pairs.clear();
             self.pending.clear();
             return 0;
         }
-        if !idle_fits {
-            let mut hold = [0f32; FEATURES];
-            hold[0] = 1.0;
-            hold[14] = queue_len;
-            hold[16] = idle_share;
-            out.extend_from_slice(&hold);
-            self.pairs.insert(0, None);
-            self.pending.insert(0, false);
-        }
-        for r in &rows {
-            out.extend_from_slice(r);
+        if idle_fits {
+            out.drain(..FEATURES);
+            self.pairs.remove(0);
+            self.pending.remove(0);
         }
         self.pairs.len()
     }
@@ -397,10 +398,9 @@ impl<'v> Round<'v> {
             return *v;
         }
         let gpu = &self.view.gpus[g];
-        let starting: Vec<&QueuedJob> =
-            self.chosen[g].iter().copied().chain(std::iter::once(&self.view.queue[i])).collect();
+        let starting = || self.chosen[g].iter().copied().chain(std::iter::once(&self.view.queue[i]));
         let mut jobs = budget::resident_jobs(self.view.now_s, gpu);
-        jobs.extend(starting.iter().map(|q| BudgetJob::starting(q)));
+        jobs.extend(starting().map(BudgetJob::starting));
         let question = FitQuestion { spec: &gpu.spec, peak_fits, residents: gpu.running.len(), jobs: &jobs };
         if let Some(fits) = self.memo.and_then(|m| m.fits(&question)) {
             self.aligned.insert(key, fits);
@@ -425,7 +425,7 @@ impl<'v> Round<'v> {
         if let Some(memo) = self.memo {
             // The jobs' profiles, in the question's order.
             let running = gpu.running.iter().map(|r| &r.profile);
-            let profiles: Vec<&Arc<AppProfile>> = running.chain(starting.iter().map(|q| &q.profile)).collect();
+            let profiles: Vec<&Arc<AppProfile>> = running.chain(starting().map(|q| &q.profile)).collect();
             memo.put(&question, fits, &profiles);
         }
         self.aligned.insert(key, fits);

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use foldhash::fast::FixedState;
+
 use dqngpu_model::{AppProfile, GpuSpec};
 use dqngpu_sim::budget::BudgetJob;
 
@@ -51,8 +53,8 @@ struct Answer {
 struct Known {
     specs: Vec<GpuSpec>,
     apps: Vec<String>,
-    profiles: HashMap<usize, Arc<AppProfile>>,
-    answers: HashMap<u64, Vec<Answer>>,
+    profiles: HashMap<usize, Arc<AppProfile>, FixedState>,
+    answers: HashMap<u64, Vec<Answer>, FixedState>,
     count: usize,
 }
 
@@ -78,24 +80,38 @@ impl Known {
         self.apps.iter().position(|a| a == app).map(|i| i as u32)
     }
 
-    /// The question's jobs in the memo's words, if every app is known.
-    fn words(&self, q: &FitQuestion<'_>) -> Option<Vec<Job>> {
-        q.jobs
-            .iter()
-            .map(|j| {
-                let profile = j.profile as *const AppProfile as usize;
-                Some((self.app(j.app, j.profile)?, profile, j.progress_s.to_bits(), j.lost_s.to_bits()))
-            })
-            .collect()
+    /// A job of a question in the memo's words, if its app is known.
+    fn word(&self, j: &BudgetJob<'_>) -> Option<Job> {
+        let profile = j.profile as *const AppProfile as usize;
+        Some((self.app(j.app, j.profile)?, profile, j.progress_s.to_bits(), j.lost_s.to_bits()))
     }
 
+    /// The question's jobs in the memo's words, if every app is known.
+    fn words(&self, q: &FitQuestion<'_>) -> Option<Vec<Job>> {
+        q.jobs.iter().map(|j| self.word(j)).collect()
+    }
+
+    /// (Reads the question's words twice, to hash and to compare, rather than keep them: a
+    /// lookup allocates nothing.)
     fn get(&self, q: &FitQuestion<'_>) -> Option<bool> {
         let spec = self.spec(q.spec)?;
-        let jobs = self.words(q)?;
-        let bucket = self.answers.get(&hash(spec, q.peak_fits, q.residents, &jobs))?;
+        let mut unknown = false;
+        let words = q.jobs.iter().map_while(|j| {
+            let w = self.word(j);
+            unknown |= w.is_none();
+            w
+        });
+        let key = hash(spec, q.peak_fits, q.residents, words);
+        if unknown {
+            return None;
+        }
+        let same_jobs = |a: &Answer| {
+            a.jobs.len() == q.jobs.len() && a.jobs.iter().zip(q.jobs).all(|(w, j)| self.word(j) == Some(*w))
+        };
+        let bucket = self.answers.get(&key)?;
         bucket
             .iter()
-            .find(|a| a.spec == spec && a.peak_fits == q.peak_fits && a.residents == q.residents && a.jobs == jobs)
+            .find(|a| a.spec == spec && a.peak_fits == q.peak_fits && a.residents == q.residents && same_jobs(a))
             .map(|a| a.fits)
     }
 
@@ -122,7 +138,7 @@ impl Known {
             self.profiles.entry(Arc::as_ptr(p) as usize).or_insert_with(|| Arc::clone(p));
         }
         let (Some(spec), Some(jobs)) = (self.spec(q.spec), self.words(q)) else { return };
-        let key = hash(spec, q.peak_fits, q.residents, &jobs);
+        let key = hash(spec, q.peak_fits, q.residents, jobs.iter().copied());
         self.answers.entry(key).or_default().push(Answer {
             spec,
             peak_fits: q.peak_fits,
@@ -134,14 +150,17 @@ impl Known {
     }
 }
 
+/// FxHash's multiplier.
+const MIX: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
 /// A hash of a question in the memo's words (to find its bucket; answers are told apart by
 /// comparing the words), mixed as rustc's FxHash mixes words.
-fn hash(spec: u32, peak_fits: bool, residents: usize, jobs: &[Job]) -> u64 {
+fn hash(spec: u32, peak_fits: bool, residents: usize, jobs: impl Iterator<Item = Job>) -> u64 {
     let mut h = 0u64;
-    let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(MIX);
     mix(u64::from(spec) << 1 | u64::from(peak_fits));
     mix(residents as u64);
-    for &(app, profile, progress, lost) in jobs {
+    for (app, profile, progress, lost) in jobs {
         mix(u64::from(app));
         mix(profile as u64);
         mix(progress);
@@ -221,5 +240,38 @@ mod tests {
             known.apps.len(),
             known.specs.len()
         );
+    }
+
+    /// Two questions with one hash (the second's last word, its last job's time lost as bits,
+    /// chosen to collide by undoing the last mixing step) are told apart: the memo answers a
+    /// question from its own words, never from its hash alone.
+    #[test]
+    fn a_memo_tells_apart_two_questions_with_one_hash() {
+        let lib = dqngpu_model::library::resolve("thesis").unwrap();
+        let profile: Arc<AppProfile> = Arc::clone(lib.apps.values().next().unwrap());
+        let titanxp = dqngpu_model::gpu::lookup("titanxp").unwrap();
+        let job =
+            |progress_s: f64, lost_s: f64| BudgetJob { app: &profile.app.name, profile: &profile, progress_s, lost_s };
+        let memo = FitMemo::default();
+        let asked = [job(10.0, 0.0), job(0.0, 0.0)];
+        let q = FitQuestion { spec: &titanxp, peak_fits: false, residents: 1, jobs: &asked };
+        memo.put(&q, true, &[&profile, &profile]);
+        assert_eq!(memo.fits(&q), Some(true));
+        let key = |q: &FitQuestion<'_>| {
+            let known = memo.known.read().unwrap();
+            hash(known.spec(q.spec).unwrap(), q.peak_fits, q.residents, known.words(q).unwrap().into_iter())
+        };
+        // MIX is odd: its inverse modulo 2^64 by Newton's steps (each doubles the bits right).
+        let inverse = (0..6).fold(1u64, |x: u64, _| x.wrapping_mul(2u64.wrapping_sub(MIX.wrapping_mul(x))));
+        assert_eq!(inverse.wrapping_mul(MIX), 1);
+        // The last step is h = (rotl(h', 5) ^ w) * MIX: with w = 0 it gives rotl(h', 5) * MIX,
+        // so the w that lands on the first question's hash is (target ^ that) undone.
+        let with_zero = [job(11.0, 0.0), job(0.0, 0.0)];
+        let zero = key(&FitQuestion { jobs: &with_zero, ..q });
+        let w = key(&q).wrapping_mul(inverse) ^ zero.wrapping_mul(inverse);
+        let other = [job(11.0, 0.0), job(0.0, f64::from_bits(w))];
+        let collides = FitQuestion { jobs: &other, ..q };
+        assert_eq!(key(&collides), key(&q), "the question built to collide does not");
+        assert_eq!(memo.fits(&collides), None, "answered from the hash alone");
     }
 }
