@@ -22,12 +22,15 @@
 use std::sync::Arc;
 
 use dqngpu_interference::{Contention, ContentionParams, Interference, JobLoad};
-use dqngpu_model::{Admission, AppProfile, ClusterView, GpuSpec, Placement, Policy, QueuedJob};
+use dqngpu_model::{Admission, AppProfile, ClusterView, GpuSpec, Placement, Policy, QueuedJob, Resources};
 
 use crate::fit;
 
 /// Points of the newcomer's solo time at which the gain is evaluated.
 pub const POINTS: usize = 8;
+
+/// Jobs on a GPU (the newcomer included) whose loads [`Greedy::predict`] keeps on the stack.
+const STACK_JOBS: usize = 8;
 
 /// The greedy-throughput heuristic.
 #[derive(Debug, Clone)]
@@ -92,27 +95,37 @@ impl Greedy {
             return Gain { total: 1.0, own: 1.0 };
         }
         let horizon = new.solo_s();
-        let mut loads: Vec<JobLoad<'_>> = Vec::with_capacity(members.len() + 1);
-        let mut rates = vec![0.0; members.len() + 1];
+        // On the stack for a GPU's usual handful of jobs (asked for every row the scorer
+        // weighs: an allocation each was a visible share of a plan decision).
+        let filler = JobLoad { app: "", demand: &Resources::ZERO };
+        let (mut loads_here, mut rates_here) = ([filler; STACK_JOBS], [0.0; STACK_JOBS]);
+        let (mut loads_heap, mut rates_heap) = (Vec::new(), Vec::new());
+        let (loads, rates): (&mut [JobLoad<'_>], &mut [f64]) = if members.len() < STACK_JOBS {
+            (&mut loads_here, &mut rates_here)
+        } else {
+            loads_heap.resize(members.len() + 1, filler);
+            rates_heap.resize(members.len() + 1, 0.0);
+            (&mut loads_heap, &mut rates_heap)
+        };
         let (mut total, mut own) = (0.0, 0.0);
         for k in 0..POINTS {
             let t = horizon * (k as f64 + 0.5) / POINTS as f64;
-            loads.clear();
+            let mut n = 0;
             for m in members {
                 let at = m.progress_s + t;
                 if at < m.profile.solo_s() {
-                    loads.push(JobLoad { app: &m.profile.app.name, demand: m.profile.demand_at(at) });
+                    loads[n] = JobLoad { app: &m.profile.app.name, demand: m.profile.demand_at(at) };
+                    n += 1;
                 }
             }
-            let n = loads.len();
             let without: f64 = if n == 0 {
                 0.0
             } else {
-                self.model.rates(gpu, &loads, &mut rates[..n]);
+                self.model.rates(gpu, &loads[..n], &mut rates[..n]);
                 rates[..n].iter().sum()
             };
-            loads.push(JobLoad { app: &new.app.name, demand: new.demand_at(t) });
-            self.model.rates(gpu, &loads, &mut rates[..n + 1]);
+            loads[n] = JobLoad { app: &new.app.name, demand: new.demand_at(t) };
+            self.model.rates(gpu, &loads[..n + 1], &mut rates[..n + 1]);
             total += rates[..n + 1].iter().sum::<f64>() - without;
             own += rates[n];
         }

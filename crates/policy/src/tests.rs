@@ -350,3 +350,43 @@ fn the_admitter_asks_once_per_gpu_app_and_chosen_jobs() {
     // Without a budget nothing is asked, and everything is admitted.
     assert!(fit::Admitter::new(None).admits(&view, 0, &[], &queue[0]));
 }
+
+/// `Greedy::predict` is the mean, over `POINTS` points of the newcomer's solo time, of the
+/// summed rates with it minus those without it (residents that would have finished left out),
+/// for any number of residents: those it keeps on the stack and those past them.
+#[test]
+fn greedy_predicts_the_mean_gain_over_its_points_for_any_number_of_residents() {
+    use crate::greedy::{Greedy, Member, POINTS};
+    use dqngpu_interference::{Contention, Interference, JobLoad};
+    let model = Contention::default();
+    let greedy = Greedy::with_model(Arc::new(Contention::default()));
+    let spec = gpu::lookup("titanxp").unwrap();
+    // Residents with other loads and lengths, some ending within the newcomer's run.
+    let apps: Vec<Arc<AppProfile>> =
+        (0..12).map(|k| profile(&format!("a{k}"), 20 + 13 * k, 10.0 + 7.0 * k as f64, 500.0)).collect();
+    let new = profile("new", 90, 35.0, 800.0);
+    for n in 0..apps.len() {
+        let members: Vec<Member<'_>> =
+            apps[..n].iter().enumerate().map(|(k, p)| Member { profile: p, progress_s: 3.0 * k as f64 }).collect();
+        let got = greedy.predict(&spec, &members, &new);
+        let (mut total, mut own) = (0.0, 0.0);
+        for k in 0..POINTS {
+            let t = new.solo_s() * (k as f64 + 0.5) / POINTS as f64;
+            let mut loads: Vec<JobLoad<'_>> = members
+                .iter()
+                .filter(|m| m.progress_s + t < m.profile.solo_s())
+                .map(|m| JobLoad { app: &m.profile.app.name, demand: m.profile.demand_at(m.progress_s + t) })
+                .collect();
+            let mut rates = vec![0.0; loads.len() + 1];
+            let len = loads.len();
+            model.rates(&spec, &loads, &mut rates[..len]);
+            let without: f64 = rates[..len].iter().sum();
+            loads.push(JobLoad { app: &new.app.name, demand: new.demand_at(t) });
+            model.rates(&spec, &loads, &mut rates);
+            total += rates.iter().sum::<f64>() - without;
+            own += rates[len];
+        }
+        let (total, own) = if n == 0 { (1.0, 1.0) } else { (total / POINTS as f64, own / POINTS as f64) };
+        assert_eq!((got.total, got.own), (total, own), "{n} residents");
+    }
+}

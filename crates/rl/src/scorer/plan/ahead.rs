@@ -5,11 +5,12 @@
 //! abandoned against from their start.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use dqngpu_model::{ClusterView, JobId, Placement, Policy};
 use dqngpu_sim::SimResult;
+use foldhash::fast::FixedState;
 
 /// What a simulation from a view goes on from, as words: the clock, each GPU (which one, and
 /// its running jobs: id, progress, start) and the queue (id, submission, restarts), the
@@ -26,9 +27,8 @@ impl Moment {
         w.extend([view.now_s.to_bits(), view.gpus.len() as u64]);
         for g in view.gpus {
             // Which GPU: a service's view leaves out the ones exclusive runs hold.
-            let mut which = DefaultHasher::new();
-            (&g.node, g.index, &g.spec.key, g.spec.memory_mib.to_bits()).hash(&mut which);
-            w.extend([which.finish(), g.running.len() as u64]);
+            let which = FixedState::default().hash_one((&g.node, g.index, &g.spec.key, g.spec.memory_mib.to_bits()));
+            w.extend([which, g.running.len() as u64]);
             for r in &g.running {
                 w.extend([r.id, r.progress_s.to_bits(), r.started_s.to_bits()]);
             }
