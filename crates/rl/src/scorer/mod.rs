@@ -291,7 +291,19 @@ pub fn decide_within_until(
     caller: &Caller,
     choose: &mut ChooseOrEnd<'_>,
 ) -> Vec<Placement> {
-    run_round(Round::for_caller(view, greedy, caller), &mut |round, rows, n| choose(round, rows, n))
+    decide_within_until_with(view, greedy, caller, None, choose)
+}
+
+/// [`decide_within_until`], its time-aligned answers read from and kept in `memo` (one of
+/// `caller`'s).
+pub(crate) fn decide_within_until_with(
+    view: &ClusterView<'_>,
+    greedy: &Greedy,
+    caller: &Caller,
+    memo: Option<&FitMemo>,
+    choose: &mut ChooseOrEnd<'_>,
+) -> Vec<Placement> {
+    run_round(Round::for_caller(view, greedy, caller).with_memo(memo), &mut |round, rows, n| choose(round, rows, n))
 }
 
 /// The placements `mlp` chooses over `view`: the highest-scoring legal row at each choice

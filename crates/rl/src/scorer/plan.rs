@@ -25,7 +25,7 @@ use dqngpu_model::{ClusterView, JobId, Placement, Policy, QueuedJob};
 use dqngpu_sim::{SimResult, Simulator};
 use rayon::prelude::*;
 
-use super::{best_row, decide_within_until, train, Caller, ScorerPolicy};
+use super::{best_row, decide_within_until_with, train, Caller, ScorerPolicy};
 use crate::error::RlError;
 
 mod ahead;
@@ -439,7 +439,10 @@ impl Policy for PlanPolicy {
         // end), if any.
         let mut taken: Option<Future> = None;
         let mut first = true;
-        let asked = decide_within_until(view, self.base.greedy(), caller, &mut |round, rows, n| {
+        // Its own rounds read and keep the time-aligned answers its scorer keeps (the same
+        // caller): the promise's future, played from an earlier decision, asked most of them.
+        let memo = self.base.memo();
+        let asked = decide_within_until_with(view, self.base.greedy(), caller, memo, &mut |round, rows, n| {
             let mut scores = Vec::new();
             self.base.mlp().scores(rows, n, &mut scores);
             // What the plan took before comes first, so that it wins ties and is left only for
