@@ -10,10 +10,6 @@
 //! 10 job sets per class, seeds 900000 + 100 x class + i (never training seeds).
 
 use std::path::Path;
-
-/// The allocator the `dqngpu` binary ships, so that these times are the service's.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::sync::Arc;
 
 use dqngpu_model::{ClusterSpec, WorkloadClass};
@@ -22,6 +18,10 @@ use dqngpu_rl::gpu::EVAL_SEED_BASE;
 #[path = "common/timed.rs"]
 mod timed;
 use timed::Timed;
+
+/// The allocator the `dqngpu` binary ships, so that these times are the service's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn quantiles(mut xs: Vec<f64>) -> String {
     if xs.is_empty() {

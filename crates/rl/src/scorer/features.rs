@@ -84,8 +84,8 @@ pub struct Round<'v> {
     /// every sample; once per round, not once per row).
     mean_util: Vec<f64>,
     /// Predicted (gain, own rate) and time-aligned memory fit per (profile, GPU), dropped for
-    /// a GPU when a job joins it (jobs of one app share them).
-    /// (foldhash: asked for every row; SipHash was a twentieth of a plan decision's CPU.)
+    /// a GPU when a job joins it (jobs of one app share them); hashed with foldhash, since
+    /// they are asked for every row (SipHash was a twentieth of a plan decision's CPU).
     gains: HashMap<(*const AppProfile, usize), (f64, f64), FixedState>,
     aligned: HashMap<(*const AppProfile, usize), bool, FixedState>,
     /// The caller's slowdown budget (a fraction), when it set one: rows it would refuse are
