@@ -100,8 +100,9 @@ fn quiet_on_closed_pipe() {
     }));
 }
 
-/// mimalloc, not glibc's malloc: a sixth less CPU for the plan's decisions, which allocate
-/// small buffers on every rayon thread (docs/BENCHMARKS.md); the same results.
+/// mimalloc, not glibc's malloc: the plan's decisions allocate small buffers on every rayon
+/// thread; with the round's foldhash maps and buffers, a seventh less CPU for them
+/// (docs/BENCHMARKS.md); the same results.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
