@@ -215,9 +215,14 @@ impl<'v> Round<'v> {
         let mut twin = Vec::new();
         if self.for_argmax {
             twin = vec![false; view.gpus.len()];
-            // Every idle GPU of a model after the first idle one of that model is a twin.
+            // The first idle GPU of each model; every later idle one of that model is a twin
+            // (checked against those firsts only, so a large cluster costs GPUs x models).
+            let mut firsts: Vec<usize> = Vec::new();
             for g in (0..view.gpus.len()).filter(|&g| idle[g]) {
-                twin[g] = (0..g).any(|e| idle[e] && !twin[e] && self.idle_twin_gpus(e, g));
+                match firsts.iter().any(|&e| self.idle_twin_gpus(e, g)) {
+                    true => twin[g] = true,
+                    false => firsts.push(g),
+                }
             }
         }
         // Written straight after a hold row, which is dropped if an idle GPU takes a row.

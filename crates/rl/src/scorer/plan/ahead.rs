@@ -12,9 +12,10 @@ use dqngpu_sim::SimResult;
 
 /// What a simulation from a view goes on from, as words: the clock, each GPU (which one: its
 /// node, model and memory, as they are; and its running jobs: id, progress, start) and the
-/// queue (id, submission, restarts), the numbers as their bits. Two views with the same moment are the same state to a decider and
-/// to [`dqngpu_sim::Simulator::from_view`] (a job's id stands for its profile, as it does for
-/// the plan's epoch; a GPU's measured usage is read by no policy).
+/// queue (id, submission, restarts), the numbers as their bits. Two views with the same
+/// moment are the same state to a decider and to [`dqngpu_sim::Simulator::from_view`] (a
+/// job's id stands for its profile, as it does for the plan's epoch; a GPU's measured usage is
+/// read by no policy).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Moment(Vec<u64>);
 
