@@ -426,3 +426,33 @@ fn a_long_silence_in_a_log_is_noted_with_its_lines() {
     let even = import("nvidia_smi_nounits.csv", ImportFormat::NvidiaSmi, &opts()).unwrap();
     assert!(!has_note(&even, "far apart"), "{:?}", even.notes);
 }
+
+/// A Prometheus scrape of dcgm-exporter renames the workload's `pod` and `container` labels
+/// to `exported_pod` and `exported_container`, and `pod` becomes the exporter's own pod: the
+/// filters match the workload's, so the exporter's pod name (the same on every series)
+/// neither hides the workload nor merges two of them.
+#[test]
+fn dcgm_filters_read_the_workloads_exported_labels_first() {
+    let series = |gpu: u32, pod: &str, container: &str| {
+        format!(
+            "{{gpu=\"{gpu}\",pod=\"nvidia-dcgm-exporter-7xk2p\",container=\"nvidia-dcgm-exporter\",\
+             exported_pod=\"{pod}\",exported_container=\"{container}\"}}"
+        )
+    };
+    let (a, b) = (series(0, "bert-train-0", "bert"), series(1, "resnet-0", "resnet"));
+    let mut text = String::new();
+    for k in 0..4u64 {
+        let t = 1_700_000_000_000 + 1000 * k;
+        text += &format!("DCGM_FI_DEV_GPU_UTIL{a} 95 {t}\nDCGM_FI_DEV_FB_USED{a} 30000 {t}\n");
+        text += &format!("DCGM_FI_DEV_GPU_UTIL{b} 5 {t}\nDCGM_FI_DEV_FB_USED{b} 200 {t}\n");
+    }
+    let by_pod = ImportOptions { pod: Some("bert-train-0".into()), ..opts() };
+    let i = import_str(&text, None, ImportFormat::Dcgm, &by_pod).unwrap();
+    assert_eq!(i.gpu, 0);
+    assert!(col(&i, Resource::GpuUtil).iter().all(|&u| u == 95.0));
+    let by_container = ImportOptions { container: Some("resnet".into()), ..opts() };
+    assert_eq!(import_str(&text, None, ImportFormat::Dcgm, &by_container).unwrap().gpu, 1);
+    let exporter = ImportOptions { pod: Some("nvidia-dcgm-exporter-7xk2p".into()), ..opts() };
+    let e = import_str(&text, None, ImportFormat::Dcgm, &exporter).unwrap_err().to_string();
+    assert!(e.contains("bert-train-0") && e.contains("resnet-0"), "{e}");
+}

@@ -12,8 +12,10 @@
 //! the latest `# scrape at T` comment before it (T in Unix seconds, or `YYYY-MM-DDTHH:MM:SS`).
 //! Samples of one GPU at one time form one reading. Samples may come in any order (the
 //! exposition format groups them by metric family); readings are put in time order, and only
-//! a true conflict (one series with two different values at one time) is refused. Labels: `gpu` (required), `pod` or
-//! `exported_pod` (filtered by `--pod`), `container` or `exported_container` (`--container`),
+//! a true conflict (one series with two different values at one time) is refused. Labels: `gpu` (required), `exported_pod`
+//! or else `pod` (filtered by `--pod`; a Prometheus scrape renames the workload's `pod` to
+//! `exported_pod` and sets `pod` to the exporter's), `exported_container` or else `container`
+//! (`--container`),
 //! `modelName` and `Hostname` (recorded-on info).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -375,14 +377,17 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             continue;
         }
         let Some(slot) = slot_of(&s.name) else { continue };
-        let pod = s.label("pod").or(s.label("exported_pod")).filter(|p| !p.is_empty());
+        // Scraped by Prometheus, the exporter's own `pod`/`container` labels (the workload's)
+        // are renamed `exported_*` when the target's labels clash (`honor_labels: false`, the
+        // default), and `pod` is then the exporter's own pod: the workload's label goes first.
+        let pod = s.label("exported_pod").or(s.label("pod")).filter(|p| !p.is_empty());
         if let Some(p) = pod {
             pods_seen.insert(p.to_string());
         }
         if opts.pod.as_deref().is_some_and(|want| pod != Some(want)) {
             continue;
         }
-        let container = s.label("container").or(s.label("exported_container")).filter(|c| !c.is_empty());
+        let container = s.label("exported_container").or(s.label("container")).filter(|c| !c.is_empty());
         if let Some(c) = container {
             containers_seen.insert(c.to_string());
         }

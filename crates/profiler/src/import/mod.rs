@@ -62,9 +62,9 @@ pub struct ImportOptions {
     pub app: AppInfo,
     /// Keep only this GPU (required when the log has several).
     pub gpu: Option<u32>,
-    /// DCGM: keep only series whose `pod` or `exported_pod` label is this.
+    /// DCGM: keep only series whose `exported_pod` label (or else `pod`) is this.
     pub pod: Option<String>,
-    /// DCGM: keep only series whose `container` or `exported_container` label is this.
+    /// DCGM: keep only series whose `exported_container` label (or else `container`) is this.
     pub container: Option<String>,
     /// Output interval, s (default: the median gap between readings). For dmon logs without
     /// a time column it is also the time between readings (default 1 s, dmon's `-d` default).
