@@ -456,3 +456,25 @@ fn dcgm_filters_read_the_workloads_exported_labels_first() {
     let e = import_str(&text, None, ImportFormat::Dcgm, &exporter).unwrap_err().to_string();
     assert!(e.contains("bert-train-0") && e.contains("resnet-0"), "{e}");
 }
+
+/// An nvidia-smi log of two GPUs queried without `index` (`--query-gpu=timestamp,uuid,...`):
+/// the GPUs are told apart by `uuid` (or `pci.bus_id`), not merged into one profile that
+/// alternates between a busy card and an idle one every few milliseconds.
+#[test]
+fn nvidia_smi_without_index_tells_gpus_apart_by_uuid_or_bus_id() {
+    for (field, a, b) in [("uuid", "GPU-0aa1", "GPU-0bb2"), ("pci.bus_id", "00000000:3B:00.0", "00000000:AF:00.0")] {
+        let mut text = format!("timestamp, name, {field}, utilization.gpu [%], memory.used [MiB]\n");
+        for k in 0..6 {
+            text += &format!("2026/11/25 21:50:{:02}.000, NVIDIA A100-SXM4-40GB, {a}, 95 %, 30000 MiB\n", k);
+            text += &format!("2026/11/25 21:50:{:02}.003, NVIDIA A100-SXM4-40GB, {b}, 5 %, 200 MiB\n", k);
+        }
+        let e = import_str(&text, None, ImportFormat::NvidiaSmi, &opts()).unwrap_err().to_string();
+        assert!(e.contains(&format!("0 = {a}")) && e.contains(&format!("1 = {b}")) && e.contains("--gpu"), "{e}");
+        let busy = import_str(&text, None, ImportFormat::NvidiaSmi, &with_gpu(0)).unwrap();
+        assert_eq!(busy.readings, 6);
+        assert!(col(&busy, Resource::GpuUtil).iter().all(|&u| u == 95.0), "{field}");
+        assert!(has_note(&busy, &format!("0 = {a}")), "{:?}", busy.notes);
+        let idle = import_str(&text, None, ImportFormat::NvidiaSmi, &with_gpu(1)).unwrap();
+        assert_eq!(idle.profile.summary().peak.gpu_mem_mib, 200.0);
+    }
+}

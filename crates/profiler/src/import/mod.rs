@@ -95,6 +95,8 @@ pub struct DeviceHint {
     pub memory_total_mib: Option<f64>,
     /// Node (host) name.
     pub node: Option<String>,
+    /// What told this GPU apart in a log without GPU indices (nvidia-smi's `uuid`).
+    pub id: Option<String>,
 }
 
 /// An imported profile with what happened on the way.
@@ -239,7 +241,11 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
         (Some(g), _) => g,
         (None, 1) => *gpus.iter().next().unwrap_or(&0),
         (None, _) => {
-            let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
+            let named = |g: &u32| match devices.get(g).and_then(|d| d.id.as_deref()) {
+                Some(id) => format!("{g} = {id}"),
+                None => g.to_string(),
+            };
+            let list: Vec<String> = gpus.iter().map(named).collect();
             return Err(ModelError::invalid(
                 loc(path, None, Some("gpu")),
                 format!("the log has readings from several GPUs ({}); choose one with --gpu INDEX", list.join(", ")),

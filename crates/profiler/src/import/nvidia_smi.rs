@@ -2,14 +2,15 @@
 //!
 //! Header fields look like `utilization.gpu [%]`; values like `45 %` (or `45` with
 //! `nounits`), `[N/A]` or `[Not Supported]` when missing. Used fields: `timestamp`
-//! (`YYYY/MM/DD HH:MM:SS.mmm`), `index` (absent: one GPU, index 0), `utilization.gpu` (%),
+//! (`YYYY/MM/DD HH:MM:SS.mmm`), `index` (absent: GPUs told apart by `uuid` or `pci.bus_id`,
+//! numbered in order of first appearance; with neither, one GPU, 0), `utilization.gpu` (%),
 //! `memory.used` (MiB); `name`, `memory.total` fill the recorded-on info. Other fields are
 //! ignored (nvidia-smi has over a hundred) and named in a note. nvidia-smi has no SM-activity
 //! or PCIe-throughput query field, so SM comes from GPU utilisation and PCIe is 0 (noted).
 //! A header line repeated later (logs appended by several `-l` runs) is skipped; a different
 //! header is an error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use dqngpu_model::{ModelError, Resource};
@@ -76,6 +77,8 @@ struct Columns {
     mem: usize,
     name: Option<usize>,
     mem_total: Option<usize>,
+    /// A field that tells GPUs apart where `index` is absent (`uuid`, else `pci.bus_id`).
+    identity: Option<usize>,
 }
 
 fn columns(fields: &[&str], path: Option<&Path>, line: u64) -> Result<(Columns, Vec<String>), ModelError> {
@@ -100,7 +103,7 @@ fn columns(fields: &[&str], path: Option<&Path>, line: u64) -> Result<(Columns, 
             invalid(path, line, Some(n), format!("missing field `{n}`; the log needs timestamp, utilization.gpu and memory.used (index when it has several GPUs)"))
         })
     };
-    let known = ["timestamp", "index", "utilization.gpu", "memory.used", "name", "memory.total"];
+    let known = ["timestamp", "index", "utilization.gpu", "memory.used", "name", "memory.total", "uuid", "pci.bus_id"];
     let ignored: Vec<String> = names.iter().filter(|n| !known.contains(&n.as_str())).cloned().collect();
     let c = Columns {
         timestamp: need("timestamp")?,
@@ -109,6 +112,7 @@ fn columns(fields: &[&str], path: Option<&Path>, line: u64) -> Result<(Columns, 
         index: find("index"),
         name: find("name"),
         mem_total: find("memory.total"),
+        identity: find("uuid").or(find("pci.bus_id")),
         names,
         units,
     };
@@ -137,6 +141,9 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         cols = Some(c);
     }
     let mut devices: BTreeMap<u32, DeviceHint> = BTreeMap::new();
+    // Without `index`, each `uuid` (or bus id) gets the next number, in order of first sight.
+    let mut identities: Vec<String> = Vec::new();
+    let mut numbers: HashMap<String, u32> = HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i as u64 + 1;
         let l = raw.trim();
@@ -193,12 +200,25 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         let t_s = parse_datetime(ts).ok_or_else(|| {
             invalid(path, line, Some("timestamp"), format!("`{ts}` is not a time like `2026/11/25 21:50:01.123`"))
         })?;
-        let gpu = match c.index {
-            Some(k) => {
+        let gpu = match (c.index, c.identity) {
+            (Some(k), _) => {
                 let v = fields[k].trim();
                 v.parse::<u32>().map_err(|_| invalid(path, line, Some("index"), format!("`{v}` is not a GPU index")))?
             }
-            None => 0,
+            (None, Some(k)) => {
+                let id = fields[k].trim();
+                match numbers.get(id) {
+                    Some(&n) => n,
+                    None => {
+                        let n = identities.len() as u32;
+                        numbers.insert(id.to_string(), n);
+                        identities.push(id.to_string());
+                        devices.entry(n).or_default().id = Some(id.to_string());
+                        n
+                    }
+                }
+            }
+            (None, None) => 0,
         };
         let value = |k: usize, field: &str, limit: Limit| {
             let (number, unit) = split_unit(fields[k]);
@@ -243,6 +263,13 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
             }
         }
         parsed.observations.push(Observation { t_s, line, gpu, values });
+    }
+    if let (true, Some(c)) = (identities.len() > 1, &cols) {
+        let field = c.identity.map_or("uuid", |k| c.names[k].as_str());
+        let list: Vec<String> = identities.iter().enumerate().map(|(k, id)| format!("{k} = {id}")).collect();
+        parsed
+            .notes
+            .push(format!("no `index` field: GPUs numbered by first appearance of their {field}: {}", list.join(", ")));
     }
     parsed.devices = devices;
     Ok(parsed)
