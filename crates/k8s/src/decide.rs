@@ -21,6 +21,10 @@ use crate::devices::{self, Convention, GpuRequest};
 use crate::state::{declared_profile, job_id, unix_now, Cluster, NodeView};
 use crate::wire::{HostPriority, PodInfo, MAX_EXTENDER_PRIORITY};
 
+/// Why a GPU pod fits no node and cannot be bound before the cache has both lists.
+pub const NOT_SYNCED: &str =
+    "the extender has not yet listed the cluster's nodes and pods (its cache is not synced; see /healthz); GPU pods wait until it has";
+
 /// Counters for `/metrics`.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -372,6 +376,13 @@ impl Engine {
             out.keep = names.to_vec();
             return out;
         }
+        // Before both lists are in, every GPU looks empty (a pod list the apiserver refuses,
+        // or a large cluster's slow first list, after every restart): a pod placed then could
+        // land on a full card. No node fits until then; preemption could not help.
+        if !self.cluster.synced() {
+            out.unresolvable = names.iter().map(|n| (n.clone(), NOT_SYNCED.to_string())).collect();
+            return out;
+        }
         if !d.known {
             self.metrics.unknown_app.fetch_add(1, Ordering::Relaxed);
         }
@@ -399,7 +410,7 @@ impl Engine {
     pub fn prioritize(&self, pod: &PodInfo, names: &[String]) -> Result<Vec<HostPriority>, String> {
         self.metrics.prioritize.fetch_add(1, Ordering::Relaxed);
         let d = self.demand(pod)?;
-        if d.req == GpuRequest::None {
+        if d.req == GpuRequest::None || !self.cluster.synced() {
             return Ok(names.iter().map(|n| HostPriority { host: n.clone(), score: 0 }).collect());
         }
         let views = self.cluster.views(names);

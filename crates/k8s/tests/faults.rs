@@ -92,6 +92,15 @@ fn gpushare_pod(name: &str, gib: u32) -> Value {
         "status": {"phase": "Pending"}})
 }
 
+/// A gpushare pod running on GPU 0 of `node`, its memory annotation reading `gib`.
+fn running_gpushare_pod(name: &str, request_gib: u32, node: &str, gib: &str) -> Value {
+    let mut p = gpushare_pod(name, request_gib);
+    p["spec"]["nodeName"] = json!(node);
+    p["status"] = json!({"phase": "Running"});
+    p["metadata"]["annotations"] = json!({GPUSHARE_IDX: "0", GPUSHARE_POD: gib});
+    p
+}
+
 fn args(pod: &str, node: &str) -> ExtenderBindingArgs {
     ExtenderBindingArgs {
         pod_name: pod.into(),
@@ -224,11 +233,7 @@ fn a_failed_hami_binding_does_not_block_the_pods_own_retry() {
 fn a_gpushare_pods_unreadable_memory_annotation_counts_its_request() {
     let api = StandIn::new(None);
     api.put_node(gpushare_node("n", 1, 16));
-    let mut r = gpushare_pod("r", 12);
-    r["spec"]["nodeName"] = json!("n");
-    r["status"] = json!({"phase": "Running"});
-    r["metadata"]["annotations"] = json!({GPUSHARE_IDX: "0", GPUSHARE_POD: "NaN"});
-    api.put_pod(r);
+    api.put_pod(running_gpushare_pod("r", 12, "n", "NaN"));
     let new = gpushare_pod("new", 12);
     api.put_pod(new.clone());
     let e = engine(StateConfig { refresh_s: 0.0, ..Default::default() });
@@ -264,4 +269,59 @@ fn a_retried_bind_on_a_stale_cache_leaves_a_bound_pods_annotations() {
     let r = b2.bind(&args("p", "n"));
     assert!(r.is_err(), "a bound pod was bound again");
     assert_eq!(api.pod("default", "p").unwrap()["metadata"]["annotations"], bound, "its annotations were rewritten");
+}
+
+/// Until the pods are listed every GPU looks empty: with the apiserver refusing the pod list
+/// (a missing RBAC rule) the extender kept a node whose one card a running pod fills, scored
+/// it 10 and bound a second pod onto it. Now, until both lists are in, a GPU pod fits no node
+/// (as unresolvable: preemption cannot help) and its bind is refused; once the pods are
+/// listed the node fails on memory instead.
+#[test]
+fn before_the_pods_are_listed_no_gpu_pod_is_placed() {
+    let api = StandIn::new(None);
+    api.put_node(gpushare_node("n", 1, 16));
+    api.put_pod(running_gpushare_pod("full", 16, "n", "16"));
+    api.put_pod(gpushare_pod("new", 8));
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let r = refuse.clone();
+    let rule: Rule = Arc::new(move |m, path| {
+        if m == "GET" && path == "/api/v1/pods" && r.load(Ordering::SeqCst) {
+            Fault::Fail500
+        } else {
+            Fault::None
+        }
+    });
+    let c = client(start(&api, rule));
+    let e = engine(StateConfig { refresh_s: 0.0, ..Default::default() });
+    dqngpu_k8s::reflector::spawn(c.clone(), e.clone());
+    let wait = |f: &dyn Fn() -> bool| {
+        for _ in 0..200 {
+            if f() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("timed out");
+    };
+    wait(&|| e.cluster.view("n").is_some());
+    assert!(!e.cluster.synced());
+    let pod = PodInfo::from_value(&api.pod("default", "new").unwrap(), "pod").unwrap();
+    let names = vec!["n".to_string()];
+    let f = e.filter(&pod, &names);
+    assert!(f.keep.is_empty() && f.unresolvable.get("n").is_some_and(|r| r.contains("not synced")), "{:?}", f.keep);
+    assert_eq!(e.prioritize(&pod, &names).unwrap()[0].score, 0);
+    let b = Binder::new(e.clone(), c);
+    let bound = b.bind(&args("new", "n"));
+    assert!(
+        bound.as_ref().is_err_and(|e| e.to_string().contains("not synced")),
+        "{:?}",
+        bound.map_err(|e| e.to_string())
+    );
+    assert_eq!(api.pod("default", "new").unwrap()["spec"]["nodeName"], Value::Null);
+
+    refuse.store(false, Ordering::SeqCst);
+    wait(&|| e.cluster.synced());
+    let f = e.filter(&pod, &names);
+    assert!(f.keep.is_empty() && f.failed.contains_key("n"), "the card is full: {:?}", f.failed);
+    assert!(b.bind(&args("new", "n")).is_err());
 }
