@@ -493,6 +493,39 @@ pub fn pod_request(pod: &PodInfo, defaults: &HamiDefaults) -> Result<GpuRequest,
     }
 }
 
+/// What a pod already placed holds, read from its allocation annotations alone, where
+/// [`pod_request`] refuses its request (`gpucores` over 100, which HAMi clamps and places; a
+/// gpushare request in an init container; both conventions at once). A pod the extender would
+/// not place may still run on a GPU (placed by HAMi's or gpushare's own scheduler), and
+/// left uncounted its GPU looked free. `None` when the annotations name no GPU.
+pub fn held_request(pod: &PodInfo) -> Option<GpuRequest> {
+    let hami = pod.annotations.get(HAMI_ALLOCATED).or_else(|| pod.annotations.get(HAMI_TO_ALLOCATE));
+    if let Some(devs) = hami.and_then(|t| parse_hami_devices(t).ok()).filter(|d| !d.is_empty()) {
+        let first = &devs[0];
+        let (mem_mib, cores) = (Some(first.mem_mib), first.cores.min(100.0));
+        return Some(GpuRequest::Hami {
+            gpus: devs.len() as u32,
+            mem_mib,
+            mem_pct: None,
+            cores,
+            container: 0,
+            whole: false,
+        });
+    }
+    pod.annotations.get(GPUSHARE_IDX)?;
+    let written = pod.annotations.get(GPUSHARE_POD).and_then(|m| m.trim().parse::<f64>().ok());
+    let asked: f64 = pod
+        .init_containers
+        .iter()
+        .chain(&pod.containers)
+        .filter_map(|c| c.limits.get(GPUSHARE_MEM).or_else(|| c.requests.get(GPUSHARE_MEM)))
+        .filter_map(|q| parse_quantity(q).ok())
+        .filter(|u| u.is_finite() && *u >= 0.0)
+        .sum();
+    let units = written.filter(|v| v.is_finite() && *v >= 0.0).map_or(asked, |w| w.max(asked));
+    Some(GpuRequest::Gpushare { units })
+}
+
 /// A GPU a pod holds, from its annotations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {

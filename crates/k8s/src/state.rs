@@ -361,10 +361,16 @@ impl Cluster {
         let req = match devices::pod_request(&pod, &self.cfg.hami_defaults) {
             Ok(GpuRequest::None) => return,
             Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(pod = %pod.key(), error = %e, "pod ignored: unreadable GPU request");
-                return;
-            }
+            Err(e) => match devices::held_request(&pod) {
+                Some(r) => {
+                    tracing::warn!(pod = %pod.key(), error = %e, "pod's GPU request refused for placement; counted by its allocation annotations");
+                    r
+                }
+                None => {
+                    tracing::debug!(pod = %pod.key(), error = %e, "pod ignored: unreadable GPU request");
+                    return;
+                }
+            },
         };
         let alloc = match devices::pod_allocations(&pod, &req, self.cfg.unit_mib) {
             Ok(a) => a,

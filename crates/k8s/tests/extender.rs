@@ -692,3 +692,32 @@ fn hami_lock_of_a_deleted_pod_is_taken_over() {
     let w = World::with_config(cfg, vec![held], pods, &[]);
     w.bind("new", "h").unwrap();
 }
+
+/// A running pod whose request the extender would refuse for a new placement (here
+/// `gpucores: 150`, which HAMi's own scheduler clamps to 100 and places) still holds the GPU
+/// its allocation annotation names: it was left out of the accounting, and a second pod was
+/// let onto its full card. The same for a gpushare pod that asks in an init container.
+#[test]
+fn a_running_pod_the_extender_would_refuse_still_holds_its_gpu() {
+    let node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let mut running = hami_pod(
+        "running",
+        json!({HAMI_GPU: "1", HAMI_MEM: "16000", HAMI_CORES: "150"}),
+        json!({HAMI_NODE: "h", HAMI_ALLOCATED: "GPU-a,NVIDIA,16000,150:;"}),
+    );
+    running["spec"]["nodeName"] = json!("h");
+    running["status"] = json!({"phase": "Running", "startTime": "2026-01-01T00:00:00Z"});
+    let new = hami_pod("new", json!({HAMI_GPU: "1", HAMI_MEM: "8000"}), json!({}));
+    let w = World::new(vec![node], vec![running, new.clone()], &[]);
+    let v = filter_now(&w, &new, &["h"]);
+    assert_eq!(v["NodeNames"], json!([]), "{v}");
+    assert!(v["FailedNodes"]["h"].as_str().unwrap().contains("384 MiB free"), "{v}");
+
+    let mut init = gpushare_pod("init", 12, None, Some(("n", 0)));
+    init["spec"]["initContainers"] = json!([{"name": "warm", "resources": {"limits": {GPUSHARE_MEM: "12"}}}]);
+    init["spec"]["containers"][0]["resources"]["limits"] = json!({});
+    let new = gpushare_pod("new-share", 8, None, None);
+    let w = World::new(vec![gpushare_node("n", 1, 16)], vec![init, new.clone()], &[]);
+    let v = filter_now(&w, &new, &["n"]);
+    assert_eq!(v["NodeNames"], json!([]), "12 GiB held on a 16 GiB card: {v}");
+}
