@@ -97,6 +97,26 @@ impl Binder {
         Ok(pod)
     }
 
+    /// A bind of a pod still assumed here: an earlier bind that ended with its outcome unknown
+    /// (the Binding and the check after it both failed), or one that succeeded before the
+    /// watch showed it. The apiserver is asked: unbound, the earlier Binding did not commit,
+    /// so the assumption is dropped and this bind goes on with the pod as the apiserver has it
+    /// (it was refused until the assumption expired, `--assume-ttl-s`); bound, or not
+    /// answering, it is refused.
+    fn settle_assumed(&self, pod: &PodInfo) -> Result<PodInfo, BindError> {
+        let busy = || BindError::Rejected(format!("pod {} is already being bound", pod.key()));
+        let v = self.client.get(&pod_path(&pod.namespace, &pod.name)).map_err(|_| busy())?;
+        let now = PodInfo::from_value(&v, "pod").map_err(|_| busy())?;
+        if now.uid != pod.uid {
+            return Err(busy());
+        }
+        if !now.node_name.is_empty() {
+            return Err(BindError::Rejected(format!("pod {} is already bound to {}", pod.key(), now.node_name)));
+        }
+        self.engine.cluster.forget(&pod.uid);
+        Ok(now)
+    }
+
     /// Whether `pod` is bound to `node` now, as the apiserver says (`None`: it could not be
     /// asked).
     fn bound_to(&self, pod: &PodInfo, node: &str) -> Option<bool> {
@@ -113,10 +133,10 @@ impl Binder {
     pub fn bind(&self, a: &ExtenderBindingArgs) -> Result<(), BindError> {
         let pod = self.lookup_pod(a)?;
         let engine = &self.engine;
-        let started = self.start(pod.key());
-        if started.is_none() || engine.cluster.is_assumed(&pod.uid) {
+        let Some(_started) = self.start(pod.key()) else {
             return Err(BindError::Rejected(format!("pod {} is already being bound", pod.key())));
-        }
+        };
+        let pod = if engine.cluster.is_assumed(&pod.uid) { Arc::new(self.settle_assumed(&pod)?) } else { pod };
         let d = engine.demand(&pod).map_err(|e| BindError::Rejected(format!("pod {}: {e}", pod.key())))?;
         if d.req == GpuRequest::None {
             return self.create_binding(&pod, &a.node);
@@ -133,6 +153,7 @@ impl Binder {
         if locked {
             self.hami_lock(&pod, node)?;
         }
+        let mut unknown = false;
         let r = self.place(&pod, &d, node).and_then(|patch| {
             // On the pod as this bind read it (the resourceVersion a precondition): a retry
             // made on a stale cache gets 409 instead of rewriting the device annotations of a
@@ -155,8 +176,13 @@ impl Binder {
             match ambiguous.then(|| self.bound_to(&pod, node)) {
                 // Bound here after all: kept, and kube-scheduler told the truth.
                 Some(Some(true)) => Ok(()),
-                // Cannot tell: kept (the watch settles it, or the assumption expires).
-                Some(None) => Err(e),
+                // Cannot tell: kept (the watch settles it, a retry asks again, or the
+                // assumption expires), and so is HAMi's lock, which its device plugin reads
+                // to find the pod if it is bound.
+                Some(None) => {
+                    unknown = true;
+                    Err(e)
+                }
                 _ => {
                     engine.cluster.forget(&pod.uid);
                     Err(e)
@@ -164,7 +190,7 @@ impl Binder {
             }
         });
         if let Err(e) = &r {
-            if locked {
+            if locked && !unknown {
                 self.hami_unlock(node);
             }
             if matches!(e, BindError::Api(a) if a.status() == Some(409)) {

@@ -360,8 +360,9 @@ fn a_second_bind_of_a_pod_under_way_leaves_the_first_ones_hami_lock() {
 #[test]
 fn a_retried_bind_after_the_first_ended_leaves_its_hami_lock() {
     // The first bind ended (the pod is assumed, HAMi's lock is held under its name until the
-    // device plugin runs), but the watch has not shown the pod bound yet when kube-scheduler
-    // retries. The retry must be refused without touching the lock.
+    // device plugin runs, the apiserver has it bound), but the watch has not shown the pod
+    // bound yet when kube-scheduler retries. The retry must be refused without touching the
+    // lock.
     let fresh = dqngpu_k8s::units::format_rfc3339(dqngpu_k8s::state::unix_now() as i64);
     let mut node = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
     node["metadata"]["annotations"][HAMI_LOCK] = json!(format!("{fresh},default,new"));
@@ -376,10 +377,11 @@ fn a_retried_bind_after_the_first_ended_leaves_its_hami_lock() {
         app: None,
         since_s: dqngpu_k8s::state::unix_now(),
     }));
+    assert!(w.api.update_pod("default", "new", |p| p["spec"]["nodeName"] = json!("h")));
     let patches = |w: &World| w.api.requests().into_iter().filter(|r| r.method == "PATCH").count();
     let before = patches(&w);
     let e = w.bind("new", "h").unwrap_err();
-    assert!(e.contains("already being bound"), "{e}");
+    assert!(e.contains("already being bound") || e.contains("already bound to h"), "{e}");
     assert_eq!(patches(&w), before, "the retry neither took nor released the lock");
     let lock = w.api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
     assert!(lock.as_str().is_some_and(|l| l.ends_with(",default,new")), "the first bind's lock is kept: {lock}");

@@ -325,3 +325,40 @@ fn before_the_pods_are_listed_no_gpu_pod_is_placed() {
     assert!(f.keep.is_empty() && f.failed.contains_key("n"), "the card is full: {:?}", f.failed);
     assert!(b.bind(&args("new", "n")).is_err());
 }
+
+/// A HAMi bind whose Binding and the check after it both fail (503: the outcome unknown)
+/// keeps the pod assumed and keeps HAMi's node lock (the device plugin finds the pod by it,
+/// if it is bound). kube-scheduler's retry asks the apiserver: the pod is unbound, so the
+/// Binding did not commit, and the retry binds it. It was refused as "already being bound"
+/// until the assumption expired (`--assume-ttl-s`, 300 s), and the lock was released while
+/// the pod might have been bound.
+#[test]
+fn a_bind_of_unknown_outcome_keeps_the_lock_and_its_retry_binds() {
+    let api = StandIn::new(None);
+    api.put_node(hami_node("h", 16384));
+    api.put_pod(hami_pod("p", 10000));
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let d = down.clone();
+    let rule: Rule = Arc::new(move |m, path| {
+        let pod_call = path.ends_with("/pods/p/binding") || (m == "GET" && path == "/api/v1/namespaces/default/pods/p");
+        if pod_call && d.load(Ordering::SeqCst) {
+            Fault::Fail500
+        } else {
+            Fault::None
+        }
+    });
+    let c = client(start(&api, rule));
+    let e = engine(StateConfig { refresh_s: 0.0, ..Default::default() });
+    load(&e, &api, &["h"]);
+    let b = Binder::new(e.clone(), c);
+    assert!(b.bind(&args("p", "h")).is_err());
+    assert_eq!(e.cluster.assumed_count(), 1);
+    let lock = api.node("h").unwrap()["metadata"]["annotations"][HAMI_LOCK].clone();
+    assert!(lock.as_str().is_some_and(|l| l.ends_with(",default,p")), "the lock is kept: {lock}");
+    assert_eq!(api.pod("default", "p").unwrap()["spec"]["nodeName"], Value::Null);
+
+    down.store(false, Ordering::SeqCst);
+    let r = b.bind(&args("p", "h"));
+    assert!(r.is_ok(), "{:?}", r.map_err(|e| e.to_string()));
+    assert_eq!(api.pod("default", "p").unwrap()["spec"]["nodeName"], json!("h"));
+}
