@@ -406,7 +406,8 @@ impl Engine {
 
     /// Prioritize: a 0..=10 score per node. Nodes where the policy itself chooses a GPU
     /// score 5..=10 by the predicted slowdown there; nodes where only the fallback finds one
-    /// score 0..=4 the same way; nodes where the pod does not fit score 0.
+    /// score 0..=4 the same way; nodes an ordinary whole-GPU pod passes untouched
+    /// ([`Demand::passes`]) score 10; nodes where the pod does not fit score 0.
     pub fn prioritize(&self, pod: &PodInfo, names: &[String]) -> Result<Vec<HostPriority>, String> {
         self.metrics.prioritize.fetch_add(1, Ordering::Relaxed);
         let d = self.demand(pod)?;
@@ -420,10 +421,15 @@ impl Engine {
             .map(|(n, v)| {
                 let score = v
                     .and_then(|v| {
+                        // An ordinary whole-GPU pod on a node no plugin shares takes plain GPUs:
+                        // no interference there, so the top score (it scored 0, and such pods
+                        // were steered onto HAMi's shared cards).
+                        if d.passes(&v) {
+                            return Some(MAX_EXTENDER_PRIORITY);
+                        }
                         let feasible = self.fit_node(&d, &v).ok()?;
-                        self.choose(&d, &v, &feasible)
+                        self.choose(&d, &v, &feasible).map(score_of)
                     })
-                    .map(score_of)
                     .unwrap_or(0);
                 HostPriority { host: n.clone(), score }
             })

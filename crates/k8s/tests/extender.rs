@@ -723,3 +723,21 @@ fn a_running_pod_the_extender_would_refuse_still_holds_its_gpu() {
     let v = filter_now(&w, &new, &["n"]);
     assert_eq!(v["NodeNames"], json!([]), "12 GiB held on a 16 GiB card: {v}");
 }
+
+/// An ordinary whole-GPU pod (`nvidia.com/gpu` alone) fits a plain node and a HAMi node: the
+/// plain node, where it passes untouched and shares nothing, scores the top (it scored 0, so
+/// such pods were steered onto HAMi's shared cards).
+#[test]
+fn whole_gpu_pods_score_plain_nodes_at_the_top() {
+    let plain = json!({"metadata": {"name": "plain"}, "status": {"capacity": {HAMI_GPU: "4"}}});
+    let hami = hami_node("h", &[("GPU-a", 16384, "NVIDIA-Tesla T4", "hami-core")]);
+    let whole = hami_pod("whole", json!({HAMI_GPU: "1"}), json!({}));
+    let w = World::new(vec![plain, hami], vec![whole.clone()], &[]);
+    let v = filter_now(&w, &whole, &["plain", "h"]);
+    assert_eq!(v["NodeNames"], json!(["plain", "h"]), "{v}");
+    let pod = dqngpu_k8s::wire::PodInfo::from_value(&whole, "pod").unwrap();
+    let scores = w.engine.prioritize(&pod, &["plain".to_string(), "h".to_string()]).unwrap();
+    let score = |n: &str| scores.iter().find(|s| s.host == n).unwrap().score;
+    assert_eq!(score("plain"), dqngpu_k8s::wire::MAX_EXTENDER_PRIORITY);
+    assert!(score("plain") >= score("h"), "{scores:?}");
+}
