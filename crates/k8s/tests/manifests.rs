@@ -43,3 +43,17 @@ fn the_extender_manages_hamis_parameters_and_kube_scheduler_ignores_them() {
     assert_eq!(extenders[0]["bindVerb"], Value::from("bind"));
     assert_eq!(extenders[0]["nodeCacheCapable"], Value::from(true));
 }
+
+/// kube-scheduler's `httpTimeout` for the extender is above a bind's worst case (eight
+/// apiserver calls of up to 30 s each), or a bind that goes on and succeeds is answered to it
+/// as failed. The shipped config said 30 s.
+#[test]
+fn the_extenders_http_timeout_covers_a_bind() {
+    let cfg = scheduler_config();
+    let t = cfg["extenders"][0]["httpTimeout"].as_str().expect("httpTimeout");
+    let seconds: f64 = match t.strip_suffix('s') {
+        Some(n) if !n.ends_with('m') => n.parse().unwrap(),
+        _ => panic!("httpTimeout `{t}`: expected seconds, as `300s`"),
+    };
+    assert!(seconds >= 8.0 * 30.0, "httpTimeout {t}");
+}
