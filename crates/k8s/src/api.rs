@@ -196,11 +196,16 @@ async fn metrics(State(s): State<AppState>) -> Response {
     line("bad_requests_total", "Requests whose body was not understood.", "counter", get(&m.bad_requests));
     line(
         "unknown_app_pods_total",
-        "Pods of apps without a profile, placed by declared memory.",
+        "Pods of apps without a profile bound, placed by declared memory.",
         "counter",
         get(&m.unknown_app),
     );
-    line("policy_fallbacks_total", "GPU choices the policy declined or got wrong.", "counter", get(&m.policy_fallback));
+    line(
+        "policy_fallbacks_total",
+        "Binds whose GPU the policy declined or got wrong.",
+        "counter",
+        get(&m.policy_fallback),
+    );
     line("oom_kills_total", "OOM-killed containers seen.", "counter", get(&m.oom_kills));
     line("failed_containers_total", "Failed containers seen (not OOM).", "counter", get(&m.failed_containers));
     line("finished_pods_total", "Finished pods whose runtime was recorded.", "counter", get(&m.finished));

@@ -196,6 +196,8 @@ impl Binder {
             if matches!(e, BindError::Api(a) if a.status() == Some(409)) {
                 engine.metrics.conflicts.fetch_add(1, Ordering::Relaxed);
             }
+        } else if !d.known {
+            engine.metrics.unknown_app.fetch_add(1, Ordering::Relaxed);
         }
         r
     }
@@ -211,6 +213,9 @@ impl Binder {
             .fit_node(d, &v)
             .map_err(|e| BindError::Rejected(format!("pod {} does not fit node {node}: {e}", pod.key())))?;
         let choice = engine.choose(d, &v, &feasible).ok_or_else(|| BindError::Rejected(format!("no GPU on {node}")))?;
+        if !choice.by_policy {
+            engine.metrics.policy_fallback.fetch_add(1, Ordering::Relaxed);
+        }
         let slot = &v.slots[choice.slot];
         let mem = d.req.mem_mib(slot.device.spec.memory_mib, engine.cluster.cfg.unit_mib);
         let now = unix_now();

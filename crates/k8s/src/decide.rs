@@ -38,9 +38,11 @@ pub struct Metrics {
     pub bind_failed: AtomicU64,
     /// Requests whose body was not understood.
     pub bad_requests: AtomicU64,
-    /// Pods of apps without a profile (placed by declared memory).
+    /// Pods of apps without a profile bound (placed by declared memory); counted at the
+    /// bind, once a pod (at the filter it counted every request).
     pub unknown_app: AtomicU64,
-    /// Choices where the policy declined or chose a GPU that does not fit.
+    /// Binds where the policy declined or chose a GPU that does not fit (prioritize's
+    /// choices, one per candidate node, are not counted).
     pub policy_fallback: AtomicU64,
     /// OOM kills seen (their apps went on the avoid list).
     pub oom_kills: AtomicU64,
@@ -349,7 +351,6 @@ impl Engine {
         if let Some(slot) = picked {
             return Some(Choice { slot, by_policy: true, rate: self.predicted_rate(d, v, slot) });
         }
-        self.metrics.policy_fallback.fetch_add(1, Ordering::Relaxed);
         let free = |s: usize| v.slots[s].device.spec.memory_mib - v.slots[s].reserved_mib;
         feasible
             .iter()
@@ -382,9 +383,6 @@ impl Engine {
         if !self.cluster.synced() {
             out.unresolvable = names.iter().map(|n| (n.clone(), NOT_SYNCED.to_string())).collect();
             return out;
-        }
-        if !d.known {
-            self.metrics.unknown_app.fetch_add(1, Ordering::Relaxed);
         }
         for (n, v) in names.iter().zip(self.cluster.views(names)) {
             let r = match v {

@@ -741,3 +741,23 @@ fn whole_gpu_pods_score_plain_nodes_at_the_top() {
     assert_eq!(score("plain"), dqngpu_k8s::wire::MAX_EXTENDER_PRIORITY);
     assert!(score("plain") >= score("h"), "{scores:?}");
 }
+
+/// `unknown_app_pods_total` counts pods bound, not filter requests, and
+/// `policy_fallbacks_total` binds, not prioritize's candidate nodes: a pod of no known app
+/// filtered three times over two nodes and prioritized once counted 3 and 2 before its bind.
+#[test]
+fn the_pod_counters_count_binds_not_requests() {
+    let anon = gpushare_pod("anon", 4, None, None);
+    let w = World::new(vec![gpushare_node("n1", 1, 16), gpushare_node("n2", 1, 16)], vec![anon.clone()], &[]);
+    for _ in 0..3 {
+        filter_now(&w, &anon, &["n1", "n2"]);
+    }
+    let pod = dqngpu_k8s::wire::PodInfo::from_value(&anon, "pod").unwrap();
+    w.engine.prioritize(&pod, &["n1".to_string(), "n2".to_string()]).unwrap();
+    let m = &w.engine.metrics;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!((get(&m.unknown_app), get(&m.policy_fallback)), (0, 0));
+    w.bind("anon", "n1").unwrap();
+    assert_eq!(get(&m.unknown_app), 1);
+    assert!(get(&m.policy_fallback) <= 1);
+}
