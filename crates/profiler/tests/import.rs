@@ -478,3 +478,29 @@ fn nvidia_smi_without_index_tells_gpus_apart_by_uuid_or_bus_id() {
         assert_eq!(idle.profile.summary().peak.gpu_mem_mib, 200.0);
     }
 }
+
+/// DCGM's PROF_PCIE fields hold rates in bytes/s, and exporter configs often declare them
+/// `counter`. A steady ~2.9 GB/s read as counter differences gave 20-380 MB/s and "counter
+/// resets"; a series that falls about every other scrape is read as rates, and said so. A
+/// true counter with one reset (tests/data/dcgm_counters.prom) is still read as a counter.
+#[test]
+fn dcgm_pcie_rates_declared_counters_are_read_as_rates() {
+    let mut text =
+        String::from("# TYPE DCGM_FI_PROF_PCIE_TX_BYTES counter\n# TYPE DCGM_FI_PROF_PCIE_RX_BYTES counter\n");
+    for (k, (tx, rx)) in [(1.40e9, 1.50e9), (1.38e9, 1.52e9), (1.41e9, 1.49e9), (1.39e9, 1.51e9), (1.40e9, 1.50e9)]
+        .into_iter()
+        .enumerate()
+    {
+        let t = 1_700_000_000_000u64 + 1000 * k as u64;
+        text += &format!(
+            "DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\"}} 50 {t}\nDCGM_FI_DEV_FB_USED{{gpu=\"0\"}} 1000 {t}\n\
+             DCGM_FI_PROF_PCIE_TX_BYTES{{gpu=\"0\"}} {tx} {t}\nDCGM_FI_PROF_PCIE_RX_BYTES{{gpu=\"0\"}} {rx} {t}\n"
+        );
+    }
+    let i = import_str(&text, None, ImportFormat::Dcgm, &opts()).unwrap();
+    for s in &i.profile.samples {
+        assert!((s.pcie_mbps - 2900.0).abs() < 30.0, "{}", s.pcie_mbps);
+    }
+    assert!(has_note(&i, "read as a rate"), "{:?}", i.notes);
+    assert!(!has_note(&i, "reset"), "{:?}", i.notes);
+}

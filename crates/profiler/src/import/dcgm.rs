@@ -6,7 +6,9 @@
 //! rate in bytes/s, and they are read as rates; when the log declares them
 //! `# TYPE ... counter` they are cumulative byte counters instead, turned into rates between
 //! consecutive scrapes, a decrease being a counter reset (the new value is the bytes since the
-//! reset, as Prometheus' `rate()` does). Other metrics are syntax-checked and ignored.
+//! reset, as Prometheus' `rate()` does), unless the series falls in at least two steps and a
+//! fifth of them: then it holds rates after all (configs often declare DCGM's rate fields
+//! `counter`), read as rates and noted. Other metrics are syntax-checked and ignored.
 //!
 //! Time: each sample's Prometheus timestamp (ms since the epoch) when it has one; otherwise
 //! the latest `# scrape at T` comment before it (T in Unix seconds, or `YYYY-MM-DDTHH:MM:SS`).
@@ -423,6 +425,20 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
     Ok(parsed)
 }
 
+/// How often a series falls between consecutive readings of one GPU, and of how many steps.
+fn falls(groups: &[Group], value: impl Fn(&Group) -> Option<f64>) -> (usize, usize) {
+    let mut last: HashMap<u32, f64> = HashMap::new();
+    let (mut falls, mut steps) = (0, 0);
+    for g in groups {
+        let Some(v) = value(g) else { continue };
+        if let Some(prev) = last.insert(g.gpu, v) {
+            steps += 1;
+            falls += usize::from(v < prev);
+        }
+    }
+    (falls, steps)
+}
+
 /// Fills the PCIe slot of each reading with TX+RX in MB/s (rates or counter differences).
 /// With neither metric in the log the slot stays empty (the shared step records 0 and notes it).
 fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut Vec<String>) {
@@ -439,7 +455,19 @@ fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut
             rates.iter_mut().for_each(|r| r[d] = Some(0.0));
             continue;
         }
-        if types.get(name).is_none_or(|t| t != "counter") {
+        let declared = types.get(name).is_some_and(|t| t == "counter");
+        let (falls, steps) = falls(groups, |g| get(g, d));
+        // DCGM's PROF_PCIE fields hold a rate in bytes/s whatever the exporter's config calls
+        // them, and published configs often declare them `counter`: a cumulative counter falls
+        // only when it resets, a rate about every other scrape. Read as counters, rates gave
+        // differences of rates (20-380 MB/s for a steady 2.9 GB/s).
+        let rates_after_all = declared && falls >= 2 && 5 * falls >= steps;
+        if rates_after_all {
+            notes.push(format!(
+                "{name}: declared a counter, but it falls in {falls} of {steps} steps: read as a rate in bytes/s, as DCGM defines the field"
+            ));
+        }
+        if !declared || rates_after_all {
             for (r, g) in rates.iter_mut().zip(groups.iter()) {
                 r[d] = get(g, d);
             }
