@@ -9,6 +9,8 @@
 //! over a sample's window, GPU memory the maximum of the readings in force in it (an OOM
 //! depends on the peak, so downsampling must not hide it), the last reading's counting toward
 //! the last sample. Evenly spaced input at `dt` comes back as its readings but the last.
+//! (The importers hand it each interval's values, not the raw readings:
+//! `import::readings_over_intervals` says why.)
 //!
 //! [`AppProfile`]: dqngpu_model::AppProfile
 

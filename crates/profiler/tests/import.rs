@@ -43,9 +43,13 @@ fn nvidia_smi_with_units_two_gpus_na_and_repeated_header() {
     assert_eq!(i.profile.interval_s, 0.501); // the median gap of a -lms 500 log that drifts
                                              // 16 readings span 15 intervals: the profile lasts as long as the log.
     assert_eq!(i.profile.samples.len(), 15);
-    // The [N/A] at reading 9 holds reading 8's 88 %; memory's [N/A] holds 9812.
+    // The [N/A] at reading 9 holds reading 8's 88 %, which the interval before reading 9
+    // (sample 8) takes; memory's [N/A] holds 9812.
     let util = col(&i, Resource::GpuUtil);
-    assert!((util[9] - 88.0).abs() < 1.0, "{util:?}");
+    assert!((util[8] - 88.0).abs() < 1.0, "{util:?}");
+    // Utilisation is over the period before its reading: the last reading (2 %) describes the
+    // last sample (held forward it was dropped, and the last sample was the 40 % before it).
+    assert!(util[14] < 5.0 && util[13] > 35.0, "{util:?}");
     assert_eq!(i.profile.summary().peak.gpu_mem_mib, 9812.0);
     assert_eq!(col(&i, Resource::Sm), util, "no SM field: SM is GPU util");
     assert!(col(&i, Resource::Pcie).iter().all(|&v| v == 0.0));
@@ -101,7 +105,8 @@ fn nvidia_smi_nounits_across_midnight_and_noheader_with_columns() {
     assert!(e.contains("line 1") && e.contains("utilization.gpu is in %") && e.contains("order"), "{e}");
     let right = ImportOptions { columns: cols.columns.clone(), ..opts() };
     let ok = import_str(text, None, ImportFormat::NvidiaSmi, &right).unwrap();
-    assert_eq!((ok.profile.samples[0].gpu_util_pct, ok.profile.samples[0].gpu_mem_mib), (30.0, 45.0));
+    // The second second's utilisation (over the period before its reading), memory the larger end.
+    assert_eq!((ok.profile.samples[0].gpu_util_pct, ok.profile.samples[0].gpu_mem_mib), (31.0, 45.0));
 }
 
 #[test]
@@ -110,11 +115,13 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
     assert!(e.contains("several GPUs (0, 1)"), "{e}");
     let i = import("dmon_umt.txt", ImportFormat::Dmon, &with_gpu(0)).unwrap();
     assert_eq!(i.profile.interval_s, 1.0);
-    // Ten rows a second apart span 9 s; the last row ends the log.
-    assert_eq!(col(&i, Resource::GpuUtil), [0.0, 3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0]);
-    assert_eq!(col(&i, Resource::GpuMem), [263.0, 1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0]);
-    // rx + tx; row 5 has `-` for both and holds row 4's 305 + 118.
-    assert_eq!(col(&i, Resource::Pcie), [0.0, 890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0]);
+    // Ten rows a second apart span 9 s. Each second takes the utilisation of the row that ends
+    // it (an average over the period before that row), so the first row (0 %) describes no
+    // second and the last (12 %) the last; memory is the larger of the second's two ends.
+    assert_eq!(col(&i, Resource::GpuUtil), [3.0, 41.0, 95.0, 97.0, 96.0, 98.0, 97.0, 95.0, 12.0]);
+    assert_eq!(col(&i, Resource::GpuMem), [1830.0, 7410.0, 7410.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0, 7412.0]);
+    // rx + tx; row 6 has `-` for both and holds row 5's 305 + 118.
+    assert_eq!(col(&i, Resource::Pcie), [890.0, 2305.0, 430.0, 423.0, 423.0, 417.0, 422.0, 417.0, 0.0]);
     assert!(has_note(&i, "no time column") && has_note(&i, "pcie_mbps: 1 missing"), "{:?}", i.notes);
     let slow =
         import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { interval_s: Some(5.0), ..with_gpu(1) }).unwrap();
@@ -133,8 +140,8 @@ fn dmon_without_time_column_two_gpus_and_dashes() {
 fn dmon_with_date_and_time() {
     let i = import("dmon_umt_dt.txt", ImportFormat::Dmon, &opts()).unwrap();
     assert_eq!(i.profile.interval_s, 2.0);
-    assert_eq!(col(&i, Resource::GpuUtil), [5.0, 60.0, 70.0, 72.0, 71.0, 70.0, 69.0]);
-    assert_eq!(col(&i, Resource::Pcie)[1], 930.0);
+    assert_eq!(col(&i, Resource::GpuUtil), [60.0, 70.0, 72.0, 71.0, 70.0, 69.0, 8.0]);
+    assert_eq!(col(&i, Resource::Pcie)[0], 930.0);
     assert!(!has_note(&i, "no time column"));
 }
 
@@ -147,10 +154,11 @@ fn dcgm_gauges_filtered_by_pod_or_gpu() {
     assert_eq!(i.gpu, 0);
     assert_eq!(i.profile.interval_s, 15.0);
     assert_eq!(i.profile.samples.len(), 8);
-    let s = &i.profile.samples[2];
+    // The interval from the second scrape to the third takes the third's rates.
+    let s = &i.profile.samples[1];
     assert_eq!((s.gpu_util_pct, s.gpu_mem_mib), (92.0, 15800.0));
     assert!((s.sm_pct - 78.34).abs() < 1e-9, "SM_ACTIVE ratio 0.7834 -> {}", s.sm_pct);
-    assert!((i.profile.samples[1].pcie_mbps - 2520.0).abs() < 1e-9); // (120e6 + 2400e6) B/s
+    assert!((i.profile.samples[0].pcie_mbps - 2520.0).abs() < 1e-9); // (120e6 + 2400e6) B/s
     let by_gpu = import("dcgm_gauges.prom", ImportFormat::Dcgm, &with_gpu(1)).unwrap();
     assert!(col(&by_gpu, Resource::Sm).iter().all(|&v| (v - 35.0).abs() < 1e-9));
     let container = ImportOptions { container: Some("bert".into()), ..opts() };
@@ -206,7 +214,7 @@ fn dcgm_counters_with_a_reset_and_scrape_separators() {
         assert!((s.pcie_mbps - 400.0).abs() < 1e-9, "sample {k}: {}", s.pcie_mbps);
     }
     assert!(has_note(&i, "reset 2 time(s)"), "{:?}", i.notes);
-    assert_eq!(i.profile.samples[2].sm_pct, 40.0, "NaN holds the previous 0.40");
+    assert_eq!(i.profile.samples[1].sm_pct, 40.0, "NaN holds the previous 0.40 (the interval before it takes it)");
 }
 
 fn err(text: &str, format: ImportFormat) -> String {
@@ -325,11 +333,11 @@ fn dmon_with_one_pcie_direction_uses_it_and_says_so() {
     let rx_only =
         "# gpu sm fb rxpci txpci\n# Idx % MB MB/s MB/s\n 0 10 1000 100 -\n 0 10 1000 200 -\n 0 10 1000 300 -\n";
     let i = import_str(rx_only, None, ImportFormat::Dmon, &opts()).unwrap();
-    assert_eq!(col(&i, Resource::Pcie), [100.0, 200.0]);
+    assert_eq!(col(&i, Resource::Pcie), [200.0, 300.0]);
     assert!(has_note(&i, "no txpci values; PCIe is rxpci alone") && !has_note(&i, "no PCIe"), "{:?}", i.notes);
     let tx_only = rx_only.replace(" 100 -", " - 100").replace(" 200 -", " - 200").replace(" 300 -", " - 300");
     let i = import_str(&tx_only, None, ImportFormat::Dmon, &opts()).unwrap();
-    assert_eq!(col(&i, Resource::Pcie), [100.0, 200.0]);
+    assert_eq!(col(&i, Resource::Pcie), [200.0, 300.0]);
     assert!(has_note(&i, "no rxpci values; PCIe is txpci alone"), "{:?}", i.notes);
 }
 

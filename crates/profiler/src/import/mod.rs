@@ -296,7 +296,7 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
             if gaps.len() > 3 { format!(" and {} more", gaps.len() - 3) } else { String::new() }
         ));
     }
-    let samples = resample(&times, &values, dt).map_err(|e| match e {
+    let samples = resample(&times, &readings_over_intervals(&values), dt).map_err(|e| match e {
         Refused::TooManySamples => ModelError::invalid(
             loc(path, None, Some("--interval-s")),
             format!("resampling every {dt} s would make more than {MAX_SAMPLES} samples; use a longer --interval-s"),
@@ -324,6 +324,24 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
     })?;
     profile.recorded_on = devices.get(&gpu).and_then(|d| recorded_on(d, &mut notes));
     Ok(Imported { profile, gpu, readings: obs.len(), notes })
+}
+
+/// The values each reading's interval to the next holds, for [`resample`] (which holds a
+/// value from its time to the next): GPU util, SM and PCIe are averages over the period
+/// *before* their reading (nvidia-smi's `utilization.gpu`: "over the past sample period";
+/// dmon's and DCGM's the same), so the interval from reading k to k + 1 takes reading
+/// k + 1's, as `profile run` reads its own samples; memory is a level at its instant, so the
+/// interval takes the larger of its two ends (an OOM depends on the peak). Held forward, a
+/// log's reading from before the job became the profile's first second and its last busy
+/// second was dropped.
+fn readings_over_intervals(values: &[[f64; 4]]) -> Vec<[f64; 4]> {
+    let mem = index_of(Resource::GpuMem);
+    let mut out = values.to_vec();
+    for (k, w) in values.windows(2).enumerate() {
+        out[k] = w[1];
+        out[k][mem] = w[0][mem].max(w[1][mem]);
+    }
+    out
 }
 
 /// Hold-previous gap filling; derived values for resources the log never has.
