@@ -512,3 +512,34 @@ fn dcgm_pcie_rates_declared_counters_are_read_as_rates() {
     assert!(has_note(&i, "read as a rate"), "{:?}", i.notes);
     assert!(!has_note(&i, "reset"), "{:?}", i.notes);
 }
+
+/// A `promtool tsdb dump` names each series by its `__name__` label (`{__name__="...",
+/// gpu="0"} 95 1700000000000`), which docs/PROFILER.md said could be imported and could not
+/// ("expected a metric name"); a bare name cut off before its value says so.
+#[test]
+fn dcgm_reads_promtool_dumps_and_names_a_missing_value() {
+    let mut text = String::new();
+    for k in 0..3u64 {
+        let t = 1_700_000_000_000 + 1000 * k;
+        text += &format!("{{__name__=\"DCGM_FI_DEV_GPU_UTIL\", gpu=\"0\", Hostname=\"n\"}} 9.5e+01 {t}\n");
+        text += &format!("{{__name__=\"DCGM_FI_DEV_FB_USED\", gpu=\"0\", Hostname=\"n\"}} 3000 {t}\n");
+    }
+    let i = import_str(&text, None, ImportFormat::Dcgm, &opts()).unwrap();
+    assert!(col(&i, Resource::GpuUtil).iter().all(|&u| u == 95.0));
+    assert_eq!(i.profile.summary().peak.gpu_mem_mib, 3000.0);
+    let e = err("{gpu=\"0\"} 1 1000\n", ImportFormat::Dcgm);
+    assert!(e.contains("__name__"), "{e}");
+    let e = err("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 10 1000\nDCGM_FI_DEV_FB_USED\n", ImportFormat::Dcgm);
+    assert!(e.contains("line 2") && e.contains("missing value"), "{e}");
+}
+
+/// A header with a query field that has capitals after its first letter
+/// (`encoder.stats.sessionCount`, in `nvidia-smi --help-query-gpu`) is a header, not data.
+#[test]
+fn nvidia_smi_header_fields_may_have_capitals_after_the_first_letter() {
+    let text = "timestamp, utilization.gpu [%], memory.used [MiB], encoder.stats.sessionCount\n\
+        2026/11/25 21:50:00.000, 10 %, 100 MiB, 0\n2026/11/25 21:50:01.000, 20 %, 200 MiB, 0\n";
+    let i = import_str(text, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert_eq!(col(&i, Resource::GpuUtil), [20.0]);
+    assert!(has_note(&i, "encoder.stats.sessioncount"), "{:?}", i.notes);
+}

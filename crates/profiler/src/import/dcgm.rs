@@ -61,14 +61,15 @@ fn is_name_char(c: char, first: bool) -> bool {
     c.is_ascii_alphabetic() || c == '_' || c == ':' || (!first && c.is_ascii_digit())
 }
 
-/// Parses one sample line of the Prometheus text format.
+/// Parses one sample line of the Prometheus text format, or of a `promtool tsdb dump`
+/// (`{__name__="NAME", k="v", ...} value timestamp_ms`: the name is a label).
 pub fn parse_sample(l: &str) -> Result<Sample, String> {
     let l = l.trim();
     let name_end = l.char_indices().find(|&(i, c)| !is_name_char(c, i == 0)).map_or(l.len(), |(i, _)| i);
-    if name_end == 0 {
+    if name_end == 0 && !l.starts_with('{') {
         return Err("expected a metric name".into());
     }
-    let name = l[..name_end].to_string();
+    let mut name = l[..name_end].to_string();
     let mut rest = &l[name_end..];
     let mut labels = Vec::new();
     if let Some(r) = rest.strip_prefix('{') {
@@ -121,6 +122,16 @@ pub fn parse_sample(l: &str) -> Result<Sample, String> {
         }
         let Some(end) = end else { return Err("labels are not closed with `}` (truncated line?)".into()) };
         rest = &r[end..];
+        if name.is_empty() {
+            let at = labels.iter().position(|(k, _)| k == "__name__");
+            let Some(at) = at else { return Err("expected a metric name, or a `__name__` label".into()) };
+            name = labels.remove(at).1;
+            if name.is_empty() || !name.char_indices().all(|(i, c)| is_name_char(c, i == 0)) {
+                return Err(format!("`__name__` label `{name}` is not a metric name"));
+            }
+        }
+    } else if rest.is_empty() {
+        return Err("missing value (truncated line?)".into());
     } else if !rest.starts_with(char::is_whitespace) {
         return Err(format!("unexpected `{}` after the metric name", rest.chars().next().unwrap_or(' ')));
     }

@@ -29,8 +29,10 @@ fn field_name(h: &str) -> String {
     base.trim().to_ascii_lowercase()
 }
 
-/// A header field looks like `name.sub [unit]`; data never does (timestamps have digits
-/// first, values are numbers, `[N/A]` or GPU names with capitals and spaces).
+/// A header field looks like `name.sub [unit]`, lower case first (a few query fields have
+/// capitals later: `encoder.stats.sessionCount`); data never does (timestamps have digits
+/// first, values are numbers, `[N/A]`, or words with a capital first and spaces: GPU names,
+/// `P2`, `Enabled`).
 fn looks_like_header(line: &str) -> bool {
     line.split(',').all(|f| {
         let f = f.trim();
@@ -40,7 +42,7 @@ fn looks_like_header(line: &str) -> bool {
         };
         !base.is_empty()
             && base.starts_with(|c: char| c.is_ascii_lowercase())
-            && base.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_')
+            && base.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
     })
 }
 
