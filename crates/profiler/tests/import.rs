@@ -543,3 +543,24 @@ fn nvidia_smi_header_fields_may_have_capitals_after_the_first_letter() {
     assert_eq!(col(&i, Resource::GpuUtil), [20.0]);
     assert!(has_note(&i, "encoder.stats.sessioncount"), "{:?}", i.notes);
 }
+
+/// A dmon log without a time column: `--interval-s` alone is both the rows' spacing and the
+/// output's (a `-d 5` log), while `--dmon-delay-s` sets the spacing, so a `-d 1` log can be
+/// resampled to 5 s without its job stretched five times (95 s for 19 s, as it was).
+#[test]
+fn dmon_delay_sets_the_rows_spacing_apart_from_the_output_interval() {
+    let with = |delay: Option<f64>, interval: Option<f64>| {
+        let o = ImportOptions { dmon_delay_s: delay, interval_s: interval, ..with_gpu(0) };
+        import("dmon_umt.txt", ImportFormat::Dmon, &o).unwrap().profile
+    };
+    let solo = |p: &dqngpu_model::AppProfile| p.interval_s * p.samples.len() as f64;
+    assert_eq!(solo(&with(None, None)), 9.0);
+    assert_eq!(solo(&with(None, Some(5.0))), 45.0, "rows 5 s apart, as dmon -d 5 writes them");
+    let resampled = with(Some(1.0), Some(5.0));
+    assert_eq!((resampled.interval_s, solo(&resampled)), (5.0, 10.0));
+    assert_eq!(solo(&with(Some(2.0), None)), 18.0);
+    let e = import("dmon_umt.txt", ImportFormat::Dmon, &ImportOptions { dmon_delay_s: Some(0.0), ..with_gpu(0) })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--dmon-delay-s"), "{e}");
+}

@@ -260,9 +260,13 @@ struct ImportArgs {
     #[arg(long)]
     container: Option<String>,
     /// Output interval, s (default: the median gap between readings; for dmon logs without a
-    /// time column also the time between rows, default 1 s).
+    /// time column also the time between rows, unless --dmon-delay-s says).
     #[arg(long, allow_negative_numbers = true)]
     interval_s: Option<f64>,
+    /// dmon logs without a time column: seconds between rows (dmon's -d; default
+    /// --interval-s, else 1). With it, --interval-s only sets the output interval.
+    #[arg(long, allow_negative_numbers = true)]
+    dmon_delay_s: Option<f64>,
     /// nvidia-smi `noheader` logs: the --query-gpu field list, e.g. timestamp,index,utilization.gpu,memory.used.
     #[arg(long)]
     columns: Option<String>,
@@ -443,6 +447,7 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
         pod: a.pod.clone(),
         container: a.container.clone(),
         interval_s: a.interval_s,
+        dmon_delay_s: a.dmon_delay_s,
         columns: a.columns.as_ref().map(|c| c.split(',').map(|s| s.trim().to_string()).collect()),
     };
     let imported = import_file(&a.file, format, &opts)?;

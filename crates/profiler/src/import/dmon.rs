@@ -53,7 +53,7 @@ impl Columns {
 pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Parsed, ModelError> {
     let mut parsed = Parsed::default();
     let mut cols: Option<Columns> = None;
-    let step = opts.interval_s.unwrap_or(1.0);
+    let step = opts.dmon_delay_s.or(opts.interval_s).unwrap_or(1.0);
     let mut rows_per_gpu: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut day_offset = 0.0;
     let mut last_tod: Option<f64> = None;
@@ -83,7 +83,7 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
                     let c = Columns::new(names, path, line)?;
                     if c.time.is_none() {
                         parsed.notes.push(format!(
-                            "the log has no time column (dmon without -o T): rows taken as every {step} s; pass --interval-s if dmon ran with another -d"
+                            "the log has no time column (dmon without -o T): rows taken as every {step} s; pass --dmon-delay-s if dmon ran with another -d"
                         ));
                         parsed.interval_hint = Some(step);
                     }

@@ -67,8 +67,11 @@ pub struct ImportOptions {
     /// DCGM: keep only series whose `exported_container` label (or else `container`) is this.
     pub container: Option<String>,
     /// Output interval, s (default: the median gap between readings). For dmon logs without
-    /// a time column it is also the time between readings (default 1 s, dmon's `-d` default).
+    /// a time column it is also the time between readings, unless `dmon_delay_s` says.
     pub interval_s: Option<f64>,
+    /// dmon logs without a time column: the time between rows (dmon's `-d`), s; default
+    /// `interval_s`, else 1 s (dmon's default). Given, `interval_s` only sets the output.
+    pub dmon_delay_s: Option<f64>,
     /// nvidia-smi: the `--query-gpu` field list of a log written with `noheader`.
     pub columns: Option<Vec<String>>,
 }
@@ -197,6 +200,14 @@ pub fn import_str(
     format: ImportFormat,
     opts: &ImportOptions,
 ) -> Result<Imported, ModelError> {
+    if let Some(d) = opts.dmon_delay_s {
+        if !(MIN_INTERVAL_S..=MAX_INTERVAL_S).contains(&d) {
+            return Err(ModelError::invalid(
+                loc(None, None, Some("--dmon-delay-s")),
+                format!("must be {MIN_INTERVAL_S} to {MAX_INTERVAL_S} seconds between rows, got {d}"),
+            ));
+        }
+    }
     if let Some(dt) = opts.interval_s {
         if !(dt.is_finite() && dt > 0.0) {
             return Err(ModelError::invalid(
