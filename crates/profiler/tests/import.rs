@@ -564,3 +564,20 @@ fn dmon_delay_sets_the_rows_spacing_apart_from_the_output_interval() {
         .to_string();
     assert!(e.contains("--dmon-delay-s"), "{e}");
 }
+
+/// Formats the DCGM importer does not read say what they are: a `dcgmi dmon` table (it was
+/// "unexpected ` ` after the metric name" or "no samples found") and MIG slices of one GPU
+/// (it asked for a --pod filter that cannot tell them apart).
+#[test]
+fn dcgm_says_which_unread_format_it_was_given() {
+    let table = "#Entity   GPUTL  FBUSD  SMACT  PCITX  PCIRX\nID\nGPU 0     45     1234   0.400  100    200\n";
+    let e = err(table, ImportFormat::Dcgm);
+    assert!(e.contains("line 1") && e.contains("dcgmi dmon"), "{e}");
+    let mut mig = String::new();
+    for (k, gi) in [(0u64, "1"), (0, "2")] {
+        let t = 1_700_000_000_000 + 1000 * k;
+        mig += &format!("DCGM_FI_DEV_GPU_UTIL{{gpu=\"0\",GPU_I_ID=\"{gi}\",GPU_I_PROFILE=\"1g.10gb\"}} 50 {t}\n");
+    }
+    let e = err(&mig, ImportFormat::Dcgm);
+    assert!(e.contains("line 2") && e.contains("MIG") && e.contains("GPU_I_ID"), "{e}");
+}

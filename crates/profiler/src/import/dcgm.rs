@@ -265,12 +265,19 @@ impl Readings {
         };
         if let Some((first, labels)) = &g.origin[slot] {
             if *labels != s.labels {
-                return Err(invalid(
-                    path,
-                    line,
-                    Some(&s.name),
-                    format!("{} appears twice for GPU {gpu} at one time (line {first} too: several pods or containers?); filter with --pod or --container", s.name),
-                ));
+                // MIG: each GPU instance is its own series of the GPU (`GPU_I_ID`), which no
+                // pod or container filter tells apart.
+                let mig = |ls: &Labels| ls.iter().find(|(k, _)| k == "GPU_I_ID").map(|(_, v)| v.clone());
+                let why = match (mig(labels), mig(&s.labels)) {
+                    (Some(a), Some(b)) if a != b => format!(
+                        "MIG instances {a} and {b} of GPU {gpu} (label GPU_I_ID; line {first} too): a MIG slice's profile is not read; import a whole GPU's"
+                    ),
+                    _ => format!(
+                        "{} appears twice for GPU {gpu} at one time (line {first} too: several pods or containers?); filter with --pod or --container",
+                        s.name
+                    ),
+                };
+                return Err(invalid(path, line, Some(&s.name), why));
             }
             // The same series at the same time again: a repeat is harmless, a new value a conflict.
             let same = match (*current, v) {
@@ -367,6 +374,15 @@ pub fn parse(text: &str, path: Option<&Path>, opts: &ImportOptions) -> Result<Pa
         }
         if let Some(c) = l.strip_prefix('#') {
             let c = c.trim();
+            // `dcgmi dmon`'s header (`#Entity   GPUTL  FBUSD ...`): a table, not Prometheus text.
+            if c.split_whitespace().next().is_some_and(|w| w.eq_ignore_ascii_case("entity")) {
+                return Err(invalid(
+                    path,
+                    line,
+                    None,
+                    "a `dcgmi dmon` table, which is not read; import dcgm-exporter's metrics (Prometheus text) instead",
+                ));
+            }
             if let Some(t) = c.strip_prefix("scrape at") {
                 scrape_ms = Some(parse_scrape_time(t).ok_or_else(|| {
                     invalid(path, line, None, format!("`{}` is not a Unix time in seconds", t.trim()))
