@@ -100,7 +100,14 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
         let speed = |k: usize| -> Result<f64, ModelError> {
             let v = get(k);
             let s: f64 = v.parse().map_err(|_| bad(k, format!("`{v}` is not a number")))?;
-            if s.is_finite() && s >= MIN_SPEED {
+            if s > MAX_SPEED && s.is_finite() {
+                Err(bad(
+                    k,
+                    format!(
+                        "`{v}` is a speed more than {MAX_SPEED} times running alone; sharing a GPU does not speed a job up so (the measured pairs in data/ reach 1.53: a unit or column error)"
+                    ),
+                ))
+            } else if s.is_finite() && s >= MIN_SPEED {
                 Ok(s)
             } else {
                 Err(bad(
@@ -134,6 +141,11 @@ pub fn parse_pairs_csv(text: &str, path: Option<&Path>) -> Result<PairsFile, Mod
 /// The least measured speed a pair may have, relative to the job alone: a speed near 0 is a
 /// failed measurement, and its relative error would make every MAPE infinite.
 pub const MIN_SPEED: f64 = 1e-6;
+
+/// The greatest measured speed a pair may have, relative to the job alone: the measured pairs
+/// in `data/` reach 1.53 (overlapping kernels), and a speed far above it (1e300 was accepted)
+/// is a unit or column error that would skew the fit and its MAPE.
+pub const MAX_SPEED: f64 = 2.0;
 
 /// Reads and parses a pairs file.
 pub fn read_pairs(path: &Path) -> Result<PairsFile, ModelError> {
@@ -228,6 +240,8 @@ mod tests {
             (row("abc", "32"), "line 2, field `speed1`", "not a number"),
             (row("NaN", "32"), "line 2, field `speed1`", "positive, finite"),
             (row("-1", "32"), "line 2, field `speed1`", "positive, finite"),
+            (row("1e300", "32"), "line 2, field `speed1`", "more than 2 times"),
+            (row("2.5", "32"), "line 2, field `speed1`", "more than 2 times"),
             (row("0.9", "x"), "line 2, field `batchsize2`", "positive integer"),
             (HEADER.to_string(), "line 2", "no data rows"),
             (format!("{HEADER}1,A,B\n"), "line 2", "malformed"),
