@@ -272,9 +272,29 @@ fn job_command(program: &OsString, args: &[OsString], l: &Launch, stdout: File, 
     c
 }
 
+/// Moves aside what another database left where this attempt goes: job ids start at 1 again
+/// when the database is reset or restored from a backup, and a new job 1 took the old one's
+/// attempt directory, whose claim made its supervisor give up and whose `exit.json` became
+/// the new job's result without its program ever running (and its work directory, the old
+/// files). A first attempt moves the whole job directory aside, a later one its own attempt
+/// directory; both kept, renamed `NAME.stale-UNIXNANOS`, nothing deleted.
+fn set_aside_leftovers(l: &Launch) -> Result<(), ServiceError> {
+    let job_dir = l.work_dir.parent().filter(|_| l.attempt == 1);
+    let Some(old) = job_dir.or(Some(l.attempt_dir.as_path())).filter(|d| d.exists()) else { return Ok(()) };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut aside = old.as_os_str().to_owned();
+    aside.push(format!(".stale-{nanos}"));
+    let aside = PathBuf::from(aside);
+    std::fs::rename(old, &aside).map_err(io(old))?;
+    tracing::warn!(job = l.job, attempt = l.attempt, from = %old.display(), to = %aside.display(),
+        "a directory another database left where this attempt goes was moved aside");
+    Ok(())
+}
+
 /// Starts an attempt. The returned `wait` resolves when it ends.
 pub fn launch(sup: &Supervisor, l: &Launch) -> Result<Started, ServiceError> {
     use std::os::unix::process::CommandExt;
+    set_aside_leftovers(l)?;
     std::fs::create_dir_all(&l.work_dir).map_err(io(&l.work_dir))?;
     std::fs::create_dir_all(&l.attempt_dir).map_err(io(&l.attempt_dir))?;
     let out_path = l.attempt_dir.join("stdout");

@@ -81,3 +81,38 @@ async fn a_restart_without_a_running_jobs_gpu_is_refused_naming_it() {
     }
     svc.stop().await;
 }
+
+/// A database reset (or restored from a backup) numbers jobs from 1 again, while the data
+/// directory keeps the old jobs' directories. The new job 1 ran in the old one's: the old
+/// claim made the launch give up and the old `exit.json` (exit 0) became its result, its
+/// program never run. Now the old job directory is moved aside, kept, and the new job runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_database_never_hands_a_new_job_an_old_jobs_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let old = data.join("jobs/1/attempt-1");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::create_dir_all(data.join("jobs/1/work")).unwrap();
+    std::fs::write(old.join("owner"), r#"{"mode":"direct","pid":1,"start":0}"#).unwrap();
+    std::fs::write(old.join("exit.json"), r#"{"exit_code":0}"#).unwrap();
+    std::fs::write(data.join("jobs/1/work/old-file"), "the old job's").unwrap();
+    let (svc, router) = start_with(config(data.clone(), "titanxp:1"), "fifo", None);
+    let id = submit(&router, "fresh", &["sh", "-c", "echo RAN > ran; ls > listing; exit 7"]).await;
+    assert_eq!(id, 1);
+    let v = wait_final(&router, id).await;
+    assert_eq!((v["state"].as_str(), v["exit_code"].as_i64()), (Some("failed"), Some(7)), "{v}");
+    let work = data.join("jobs/1/work");
+    assert_eq!(std::fs::read_to_string(work.join("ran")).unwrap().trim(), "RAN");
+    assert!(
+        !std::fs::read_to_string(work.join("listing")).unwrap().contains("old-file"),
+        "the old work dir was reused"
+    );
+    let aside: Vec<_> = std::fs::read_dir(data.join("jobs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("1.stale-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert!(aside[0].path().join("attempt-1/exit.json").exists() && aside[0].path().join("work/old-file").exists());
+    svc.stop().await;
+}
