@@ -413,8 +413,30 @@ impl Placer {
         let mut profiling: BTreeSet<String> =
             self.running.values().filter(|r| r.profile.is_none()).map(|r| r.app.clone()).collect();
         let skip: Vec<String> = profiling.iter().cloned().collect();
-        let queued = self.core.store.queued_except(&skip, self.core.cfg.queue_window)?;
+        let window = self.core.cfg.queue_window;
+        let mut queued = self.core.store.queued_except(&skip, window)?;
         self.last_queued = queued.len();
+        // Of an app without a profile only the oldest job can start (its exclusive run, on an
+        // idle GPU): the rest would fill a full window and hide the profiled jobs behind them
+        // from the policy however much room a GPU has, until a GPU went idle (256 such jobs
+        // kept a small job waiting beside a half-empty card for as long as a job ran).
+        let unprofiled: BTreeSet<String> = queued
+            .iter()
+            .filter(|j| self.core.profiles.get(&j.spec.app).is_none())
+            .map(|j| j.spec.app.clone())
+            .collect();
+        if queued.len() >= window && !unprofiled.is_empty() {
+            let mut firsts: Vec<JobRecord> = Vec::new();
+            for j in &queued {
+                if unprofiled.contains(&j.spec.app) && !firsts.iter().any(|f| f.spec.app == j.spec.app) {
+                    firsts.push(j.clone());
+                }
+            }
+            let skip: Vec<String> = skip.into_iter().chain(unprofiled).collect();
+            queued = self.core.store.queued_except(&skip, window)?;
+            queued.extend(firsts);
+            queued.sort_by_key(|j| j.id);
+        }
         if queued.is_empty() || self.launch_pause_until.is_some_and(|t| Instant::now() < t) {
             return Ok(());
         }

@@ -126,3 +126,36 @@ async fn jobs_waiting_for_their_apps_profiling_run_do_not_hide_the_rest_of_the_q
     }
     svc.stop().await;
 }
+
+/// Jobs of an app without a profile whose exclusive run cannot start yet (no GPU is idle)
+/// filled a full queue window, and a profiled job behind them was never shown to the policy,
+/// beside a card with room, until a GPU went idle. Only the oldest of such an app's jobs
+/// takes a place in the window now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_an_app_not_yet_profiled_do_not_hide_the_rest_of_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path().join("data"), "titanxp:1");
+    cfg.queue_window = 3;
+    let (svc, router) = crate::util::start_with(cfg, "bestfit", None);
+    for (app, util) in [("heavy", 60.0), ("tiny", 10.0)] {
+        let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json(app, 100.0, util, 5)), &[]).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let flag = dir.path().join("go");
+    let heavy = submit(&router, "heavy", &["sh", "-c", &until(&flag)]).await;
+    wait_for(&router, heavy, |v| v["state"] == "running").await;
+    let mut unknown = Vec::new();
+    for _ in 0..4 {
+        unknown.push(submit(&router, "foo", &["true"]).await);
+    }
+    let tiny = submit(&router, "tiny", &["true"]).await;
+    let v = wait_final(&router, tiny).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    let (_, h) = call(&router, "GET", &format!("/v1/jobs/{heavy}"), None, &[]).await;
+    assert_eq!(h["state"], "running", "tiny ran beside heavy, not after it: {h}");
+    std::fs::write(&flag, "").unwrap();
+    for id in unknown {
+        assert_eq!(wait_final(&router, id).await["state"], "succeeded");
+    }
+    svc.stop().await;
+}
