@@ -98,17 +98,31 @@ async fn a_policy_that_panics_is_reported_and_the_loop_lives_on() {
     assert!(detail.contains("test-panics") && detail.contains("the policy broke"), "{detail}");
 }
 
+/// A service on `gpus` with a queue window of `window` jobs and profiles of 100 MiB at the
+/// given utilisation posted.
+async fn windowed(
+    gpus: &str,
+    window: usize,
+    policy: &str,
+    profiles: &[(&str, f64)],
+) -> (tempfile::TempDir, dqngpu_service::Service, axum::Router) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path().join("data"), gpus);
+    cfg.queue_window = window;
+    let (svc, router) = crate::util::start_with(cfg, policy, None);
+    for (app, util) in profiles {
+        let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json(app, 100.0, *util, 5)), &[]).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    (dir, svc, router)
+}
+
 /// Jobs of an app being profiled (they wait for its one exclusive run) do not fill the
 /// loop's window: a profiled job behind them starts on the idle GPU (it waited for the
 /// profiling run to end, the policy shown no job at all).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_waiting_for_their_apps_profiling_run_do_not_hide_the_rest_of_the_queue() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path().join("data"), "titanxp:2");
-    cfg.queue_window = 2;
-    let (svc, router) = crate::util::start_with(cfg, "fifo", None);
-    let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json("known", 100.0, 10.0, 5)), &[]).await;
-    assert_eq!(s, StatusCode::CREATED);
+    let (dir, svc, router) = windowed("titanxp:2", 2, "fifo", &[("known", 10.0)]).await;
     let flag = dir.path().join("go");
     let first = submit(&router, "new", &["sh", "-c", &until(&flag)]).await;
     wait_for(&router, first, |v| v["state"] == "running").await;
@@ -133,14 +147,7 @@ async fn jobs_waiting_for_their_apps_profiling_run_do_not_hide_the_rest_of_the_q
 /// takes a place in the window now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_of_an_app_not_yet_profiled_do_not_hide_the_rest_of_the_queue() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path().join("data"), "titanxp:1");
-    cfg.queue_window = 3;
-    let (svc, router) = crate::util::start_with(cfg, "bestfit", None);
-    for (app, util) in [("heavy", 60.0), ("tiny", 10.0)] {
-        let (s, _) = call(&router, "POST", "/v1/profiles", Some(&profile_json(app, 100.0, util, 5)), &[]).await;
-        assert_eq!(s, StatusCode::CREATED);
-    }
+    let (dir, svc, router) = windowed("titanxp:1", 3, "bestfit", &[("heavy", 60.0), ("tiny", 10.0)]).await;
     let flag = dir.path().join("go");
     let heavy = submit(&router, "heavy", &["sh", "-c", &until(&flag)]).await;
     wait_for(&router, heavy, |v| v["state"] == "running").await;
