@@ -365,16 +365,13 @@ impl Placer {
         if self.core.profiles.get(&rec.spec.app).is_some() {
             return Ok(());
         }
-        let wall = (now - run.started_unix).max(0.001);
-        let samples = if run.samples.is_empty() { vec![Resources::ZERO] } else { run.samples.clone() };
         let info = AppInfo {
             name: rec.spec.app.clone(),
             input_size_mb: rec.spec.input_size_mb,
             params: rec.spec.params.clone(),
             ..Default::default()
         };
-        let interval = wall / samples.len() as f64;
-        let p = AppProfile::new(info, interval, samples)?;
+        let p = observed_profile(info, (now - run.started_unix).max(0.001), &run.samples)?;
         // A profile posted since the check above wins: it is the operator's.
         if self.core.store.add_profile(&p, ProfileSource::Observed.as_str(), now)? {
             self.core.profiles.put(p, ProfileSource::Observed);
@@ -838,7 +835,43 @@ fn classify(rec: &JobRecord, run: &Run, exit: &ExitInfo, oom: bool, max_retries:
     AttemptEnd { state: AttemptState::Failed, job_state: retry_or_fail(failures), error, count_failure: true, ..base }
 }
 
+/// The profile of an exclusive run of `wall` seconds from its readings (`samples`, spread
+/// evenly over it; none: one reading of zero usage). A profile's samples are at most an hour
+/// apart (`MAX_INTERVAL_S`), so a run of over an hour with fewer readings than hours (none
+/// without a driver, or NVML reading nothing) repeats each reading over the hours it spans:
+/// refused, the app stayed unprofiled, and every later job of it ran alone, one at a time,
+/// beside idle GPUs.
+pub fn observed_profile(info: AppInfo, wall: f64, samples: &[Resources]) -> Result<AppProfile, ServiceError> {
+    let samples = if samples.is_empty() { &[Resources::ZERO][..] } else { samples };
+    let per = (wall / samples.len() as f64 / dqngpu_model::profile::MAX_INTERVAL_S).ceil().max(1.0) as usize;
+    let samples: Vec<Resources> = samples.iter().flat_map(|s| std::iter::repeat_n(*s, per)).collect();
+    let interval = wall / samples.len() as f64;
+    Ok(AppProfile::new(info, interval, samples)?)
+}
+
 /// Where an attempt keeps its files.
 pub fn attempt_dir(data_dir: &std::path::Path, job: JobId, n: u32) -> PathBuf {
     data_dir.join("jobs").join(job.to_string()).join(format!("attempt-{n}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of 4,012 s with no reading (no driver, or NVML reading nothing) was one sample of
+    /// 4,012 s, which a profile refuses (at most an hour apart): the app stayed unprofiled.
+    /// It is two samples of 2,006 s now, and the run's length is kept.
+    #[test]
+    fn a_run_of_over_an_hour_with_few_readings_still_gives_a_profile() {
+        let info = || AppInfo { name: "longapp".into(), ..Default::default() };
+        let p = observed_profile(info(), 4012.13, &[]).unwrap();
+        assert_eq!(p.samples.len(), 2);
+        assert!((p.interval_s * 2.0 - 4012.13).abs() < 1e-6, "{}", p.interval_s);
+        let busy = Resources::new(80.0, 5000.0, 80.0, 100.0);
+        let p = observed_profile(info(), 3.0 * 3600.0 + 1.0, &[busy, Resources::ZERO]).unwrap();
+        assert_eq!(p.samples.len(), 4);
+        assert_eq!((p.samples[1].gpu_util_pct, p.samples[2].gpu_util_pct), (80.0, 0.0), "each reading over its share");
+        let short = observed_profile(info(), 12.0, &[busy; 6]).unwrap();
+        assert_eq!((short.samples.len(), short.interval_s), (6, 2.0));
+    }
 }
