@@ -116,3 +116,17 @@ async fn a_reset_database_never_hands_a_new_job_an_old_jobs_directory() {
     assert!(aside[0].path().join("attempt-1/exit.json").exists() && aside[0].path().join("work/old-file").exists());
     svc.stop().await;
 }
+
+/// The shipped systemd unit signals the server alone on stop and restart, so running jobs are
+/// adopted by the next start instead of lost and run again (systemd's default signals every
+/// process of the unit, the supervisors and the jobs too).
+#[test]
+fn the_systemd_unit_stops_the_server_alone() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/systemd/dqngpu.service");
+    let unit = std::fs::read_to_string(path).unwrap();
+    let setting = |key: &str| {
+        unit.lines().find_map(|l| l.trim().strip_prefix(key).and_then(|r| r.trim_start().strip_prefix('=')))
+    };
+    assert_eq!(setting("KillMode").map(str::trim), Some("process"));
+    assert!(setting("ExecStart").is_some_and(|c| c.contains("dqngpu serve")), "{unit}");
+}
