@@ -37,9 +37,18 @@ pub use dqngpu_model::gpu::nvml_candidates;
 pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
     let nvml = nvml_candidates().iter().find_map(|c| Nvml::builder().lib_path(std::ffi::OsStr::new(c)).init().ok())?;
     let n = nvml.device_count().ok()?;
+    // NVML lists every GPU of the machine; a server started with `CUDA_VISIBLE_DEVICES` set
+    // (to confine it to some cards) placed jobs on all of them.
+    let confined = std::env::var("CUDA_VISIBLE_DEVICES").ok().filter(|v| !v.trim().is_empty());
     let mut slots = Vec::new();
     for i in 0..n {
         let d = nvml.device_by_index(i).ok()?;
+        if let Some(list) = &confined {
+            let uuid = d.uuid().unwrap_or_default();
+            if !visible(list, i, &uuid) {
+                continue;
+            }
+        }
         let name = d.name().unwrap_or_else(|_| format!("GPU {i}"));
         let memory_mib = d.memory_info().map(|m| m.total as f64 / (1024.0 * 1024.0)).unwrap_or(0.0);
         // Link rate per lane in GB/s by PCIe generation (nominal, after encoding).
@@ -62,7 +71,36 @@ pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
         slots.push(GpuSlot { node: "local".into(), index: i, spec });
     }
     if slots.is_empty() {
+        if let Some(list) = &confined {
+            tracing::warn!(cuda_visible_devices = %list, "CUDA_VISIBLE_DEVICES names none of NVML's GPUs");
+        }
         return None;
     }
     Some((slots, NvmlMonitor { nvml }))
+}
+
+/// Whether `CUDA_VISIBLE_DEVICES`'s `list` (comma-separated indices, in PCI bus order as the
+/// service numbers them, or UUIDs, whole or a prefix of at least `GPU-` and one character)
+/// names the GPU of NVML index `index` and UUID `uuid`.
+pub fn visible(list: &str, index: u32, uuid: &str) -> bool {
+    list.split(',').map(str::trim).any(|e| match e.parse::<u32>() {
+        Ok(i) => i == index,
+        Err(_) => e.len() > 4 && e.starts_with("GPU-") && uuid.starts_with(e),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible;
+
+    /// The server's own `CUDA_VISIBLE_DEVICES` confines it: indices or UUIDs (a prefix will
+    /// do, as CUDA takes them), nothing else.
+    #[test]
+    fn cuda_visible_devices_names_gpus_by_index_or_uuid() {
+        let a = "GPU-0aa1b2c3-0000-0000-0000-000000000000";
+        assert!(visible("2,3", 2, a) && visible(" 3 , 2 ", 3, a));
+        assert!(!visible("2,3", 0, a));
+        assert!(visible("GPU-0aa1", 7, a) && visible("1,GPU-0aa1b2c3-0000-0000-0000-000000000000", 7, a));
+        assert!(!visible("GPU-0bb", 7, a) && !visible("GPU-", 7, a) && !visible("x", 0, a));
+    }
 }
