@@ -888,3 +888,30 @@ fn export_over_an_existing_file_says_replaced() {
     let t = ok(&["profile", "export", prof.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(t.contains(&format!("replaced {}", out.display())), "{t}");
 }
+
+/// `--interference measured` knows only the pairs of its table (Lucid's configurations): a
+/// run of apps it never saw gave `contention`'s figures to the last digit, labelled
+/// "measured". stderr says how many of the job set's apps the table holds.
+#[test]
+fn simulate_says_how_much_of_a_job_set_measured_interference_knows() {
+    let run = |lib: &str| {
+        let o = dqngpu(&[
+            "simulate",
+            "--workload",
+            "random",
+            "--seed",
+            "1",
+            "--library",
+            lib,
+            "--scheduler",
+            "sjf-bestfit",
+            "--interference",
+            "measured",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    assert!(run("thesis").contains("holds 0 of the 11 apps"), "{}", run("thesis"));
+    let lucid = run("lucid");
+    assert!(lucid.contains("of the 25 apps") && !lucid.contains("holds 0 of"), "{lucid}");
+}

@@ -43,6 +43,11 @@ impl PairTable {
         *self.ids.entry(key.to_string()).or_insert(next)
     }
 
+    /// True when some measured pair holds `app` (the other apps always fall back).
+    pub fn knows(&self, app: &str) -> bool {
+        self.ids.contains_key(app)
+    }
+
     /// The measured rates of `a` and `b` running together, if measured.
     #[inline]
     pub fn get(&self, a: &str, b: &str) -> Option<(f64, f64)> {

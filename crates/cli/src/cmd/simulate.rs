@@ -248,6 +248,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cluster = cluster(&args.gpus, args.cluster.as_deref())?;
     let (set, lib, workload) = job_set(&args)?;
     let interference: Arc<dyn Interference> = Arc::from(dqngpu_interference::by_name(&args.interference)?);
+    if args.interference == "measured" {
+        warn_measured_coverage(&set, &lib)?;
+    }
     let max_slowdown = super::parse_max_slowdown(&args.max_slowdown)?;
     let config = SimConfig {
         step_s: args.step_s,
@@ -332,6 +335,23 @@ fn warn_on_skipped_samples(step_s: f64, lib: &AppLibrary, set: &JobSet) {
 }
 
 /// The human-readable summary.
+/// `measured` knows only the pairs of its table (Lucid's configurations): every other pair, and
+/// every group of three or more, is `contention`'s prediction. Said on stderr, with how many of
+/// the job set's apps the table holds, so a run labelled "measured" whose apps it never saw is
+/// not read as a measurement (it gave `contention`'s figures to the last digit).
+fn warn_measured_coverage(set: &dqngpu_model::JobSet, lib: &dqngpu_model::AppLibrary) -> anyhow::Result<()> {
+    let measured = dqngpu_interference::Measured::builtin()?;
+    let apps: std::collections::BTreeSet<&str> = set.jobs.iter().map(|j| j.app.as_str()).collect();
+    let known = apps.iter().filter(|a| measured.table().knows(a)).count();
+    eprintln!(
+        "note: interference `measured` holds {known} of the {} apps of this job set (library {}) in its pair table; \
+         the other pairs, and groups of three or more on a GPU, are predicted by `contention`",
+        apps.len(),
+        lib.name
+    );
+    Ok(())
+}
+
 fn table(reports: &[Report], interference: &str) -> String {
     let mut s = String::new();
     if let Some(r) = reports.first() {
