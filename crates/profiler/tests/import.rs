@@ -581,3 +581,27 @@ fn dcgm_says_which_unread_format_it_was_given() {
     let e = err(&mig, ImportFormat::Dcgm);
     assert!(e.contains("line 2") && e.contains("MIG") && e.contains("GPU_I_ID"), "{e}");
 }
+
+/// A log begun before its job and ended after it: `--trim-idle` drops the idle readings at
+/// both ends (the last leading one stays, the start of the first busy second), so the job's
+/// solo time is its own, not the log's; without the flag the log is the job.
+#[test]
+fn trim_idle_drops_the_idle_readings_around_the_job() {
+    let mut text = String::from("timestamp, utilization.gpu [%], memory.used [MiB]\n");
+    let rows = [(0, 2), (0, 3), (0, 2), (0, 400), (50, 3000), (60, 3000), (55, 2900), (0, 2), (0, 2)];
+    for (k, (u, m)) in rows.iter().enumerate() {
+        text += &format!("2026/11/25 21:50:{k:02}.000, {u} %, {m} MiB\n");
+    }
+    let whole = import_str(&text, None, ImportFormat::NvidiaSmi, &opts()).unwrap();
+    assert_eq!(whole.profile.samples.len(), 8);
+    let o = ImportOptions { trim_idle: true, ..opts() };
+    let t = import_str(&text, None, ImportFormat::NvidiaSmi, &o).unwrap();
+    // Readings 2..=6 stay: 4 s, from the last idle reading before the job to its last busy one
+    // (reading 3, 0 % with 400 MiB held, is the job's start: busy by its memory).
+    assert_eq!(col(&t, Resource::GpuUtil), [0.0, 50.0, 60.0, 55.0]);
+    assert!(has_note(&t, "2 idle reading(s) before the job and 2 after"), "{:?}", t.notes);
+    let idle = "timestamp, utilization.gpu [%], memory.used [MiB]\n2026/11/25 21:50:00.000, 0 %, 2 MiB\n2026/11/25 21:50:01.000, 0 %, 2 MiB\n";
+    let kept = import_str(idle, None, ImportFormat::NvidiaSmi, &o).unwrap();
+    assert_eq!(kept.profile.samples.len(), 1);
+    assert!(has_note(&kept, "every reading is idle"), "{:?}", kept.notes);
+}

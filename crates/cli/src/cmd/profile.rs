@@ -267,6 +267,10 @@ struct ImportArgs {
     /// --interval-s, else 1). With it, --interval-s only sets the output interval.
     #[arg(long, allow_negative_numbers = true)]
     dmon_delay_s: Option<f64>,
+    /// Drop the idle readings before the job and after it (GPU util 0%, memory at the card's
+    /// idle level), which would count in its solo time.
+    #[arg(long)]
+    trim_idle: bool,
     /// nvidia-smi `noheader` logs: the --query-gpu field list, e.g. timestamp,index,utilization.gpu,memory.used.
     #[arg(long)]
     columns: Option<String>,
@@ -448,6 +452,7 @@ fn import(a: ImportArgs) -> anyhow::Result<()> {
         container: a.container.clone(),
         interval_s: a.interval_s,
         dmon_delay_s: a.dmon_delay_s,
+        trim_idle: a.trim_idle,
         columns: a.columns.as_ref().map(|c| c.split(',').map(|s| s.trim().to_string()).collect()),
     };
     let imported = import_file(&a.file, format, &opts)?;

@@ -74,6 +74,8 @@ pub struct ImportOptions {
     pub dmon_delay_s: Option<f64>,
     /// nvidia-smi: the `--query-gpu` field list of a log written with `noheader`.
     pub columns: Option<Vec<String>>,
+    /// Drop the idle readings before the job and after it ([`trim_idle`]).
+    pub trim_idle: bool,
 }
 
 /// What a parser found in a log before selection and resampling.
@@ -285,7 +287,12 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
             ));
         }
     }
-    let values = fill_missing(&obs, path, gpu, &mut notes)?;
+    let mut values = fill_missing(&obs, path, gpu, &mut notes)?;
+    if opts.trim_idle {
+        let (from, to) = trim_idle(&values, &mut notes);
+        obs = obs[from..to].to_vec();
+        values = values[from..to].to_vec();
+    }
     let times: Vec<f64> = obs.iter().map(|o| o.t_s).collect();
     let dt = opts
         .interval_s
@@ -353,6 +360,34 @@ fn readings_over_intervals(values: &[[f64; 4]]) -> Vec<[f64; 4]> {
         out[k][mem] = w[0][mem].max(w[1][mem]);
     }
     out
+}
+
+/// Memory within this of the log's least reading counts as the card's idle level, MiB.
+const IDLE_MEM_SLACK_MIB: f64 = 64.0;
+
+/// The readings to keep of a log whose job starts after it and ends before it: a reading is
+/// idle when its GPU utilisation is 0 and its memory within [`IDLE_MEM_SLACK_MIB`] of the
+/// log's least. Trailing idle readings go; of the leading ones the last stays, as the start
+/// of the first busy interval (a reading's utilisation is over the period before it). A log
+/// with no busy reading is kept whole. The log's span is the job's solo time, so a log begun
+/// half a minute before the job made it half a minute longer.
+fn trim_idle(values: &[[f64; 4]], notes: &mut Vec<String>) -> (usize, usize) {
+    let (util, mem) = (index_of(Resource::GpuUtil), index_of(Resource::GpuMem));
+    let least = values.iter().map(|v| v[mem]).fold(f64::INFINITY, f64::min);
+    let idle = |v: &[f64; 4]| v[util] <= 0.0 && v[mem] <= least + IDLE_MEM_SLACK_MIB;
+    let Some(first_busy) = values.iter().position(|v| !idle(v)) else {
+        notes.push("--trim-idle: every reading is idle; the log is kept whole".into());
+        return (0, values.len());
+    };
+    let last_busy = values.iter().rposition(|v| !idle(v)).unwrap_or(first_busy);
+    let (from, to) = (first_busy.saturating_sub(1), last_busy + 1);
+    if from > 0 || to < values.len() {
+        notes.push(format!(
+            "--trim-idle: {from} idle reading(s) before the job and {} after it dropped (GPU util 0%, memory within {IDLE_MEM_SLACK_MIB} MiB of the log's least)",
+            values.len() - to
+        ));
+    }
+    (from, to)
 }
 
 /// Hold-previous gap filling; derived values for resources the log never has.
