@@ -74,7 +74,8 @@ pub struct ImportOptions {
     pub dmon_delay_s: Option<f64>,
     /// nvidia-smi: the `--query-gpu` field list of a log written with `noheader`.
     pub columns: Option<Vec<String>>,
-    /// Drop the idle readings before the job and after it ([`trim_idle`]).
+    /// Drop the idle readings before the job and after it: GPU util 0% and memory within
+    /// 64 MiB of the log's least (`profile import --trim-idle`; docs/PROFILER.md).
     pub trim_idle: bool,
 }
 
