@@ -75,7 +75,7 @@ pub fn typical_pods(pods: &[Pod]) -> Vec<TypicalPod> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
     model: u8,
-    cpu_bucket: u16,
+    cpu_bucket: u32,
     n: u8,
     left: [i16; MEMO_GPUS],
 }
@@ -137,7 +137,7 @@ impl FragModel {
         left[..gpu_left.len()].sort_unstable_by(|a, b| b.cmp(a));
         let key = Key {
             model: model.unwrap_or(u8::MAX),
-            cpu_bucket: self.cpu_sizes.partition_point(|&c| c <= cpu_left) as u16,
+            cpu_bucket: self.cpu_sizes.partition_point(|&c| c <= cpu_left) as u32,
             n: gpu_left.len() as u8,
             left,
         };

@@ -124,7 +124,7 @@ pub fn arrival_order(
         // than MAX_COPIES is refused before any is made (it built 10 million first).
         let mean = originals.iter().map(Pod::total_milli).sum::<i64>() as f64 / originals.len() as f64;
         let expected = (target - total as f64) / mean;
-        if expected > 2.0 * MAX_COPIES as f64 {
+        if expected > MAX_COPIES as f64 {
             return Err(TraceError::Unusable(format!(
                 "tune {} needs about {expected:.0} copies of the list's pods, over {MAX_COPIES}",
                 cfg.tune

@@ -65,7 +65,18 @@ impl Weights {
 
     /// The shipped weights, trained on the default pod list.
     pub fn shipped() -> Self {
-        serde_json::from_str(include_str!("../../models/dqngpu.json")).unwrap_or_else(|_| Self::fgd_like())
+        Self::embedded(include_str!("../../models/dqngpu.json"))
+    }
+
+    /// Weights shipped in the binary. They are checked by test (`every_shipped_weights_file_
+    /// loads_and_fits`); a broken one falling back to FGD's weights made results labelled
+    /// dqngpu FGD's without a word, so one that fails here stops with its reason.
+    fn embedded(text: &str) -> Self {
+        let w: Self = serde_json::from_str(text).unwrap_or_else(|e| panic!("shipped trace weights: {e}"));
+        if let Err(e) = Self::check(&w.w) {
+            panic!("shipped trace weights: {e}");
+        }
+        w
     }
 
     /// The shipped weights for a pod list by its short name (`cpu250`): its own where one was
@@ -74,8 +85,7 @@ impl Weights {
         SHIPPED_FOR_LISTS
             .iter()
             .find(|(name, _)| *name == list)
-            .and_then(|(_, text)| serde_json::from_str(text).ok())
-            .unwrap_or_else(Self::shipped)
+            .map_or_else(Self::shipped, |(_, text)| Self::embedded(text))
     }
 }
 
@@ -184,5 +194,28 @@ impl NodePolicy for Learned {
             GpuPick::Gpus(cx.cluster.whole_gpus(node, pod))
         };
         (node, pick)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every weights file built into the binary parses and fits the scorer: one that did not
+    /// fell back to FGD's weights (or the default list's), and results labelled dqngpu were
+    /// those without a word.
+    #[test]
+    fn every_shipped_weights_file_loads_and_fits() {
+        let all =
+            std::iter::once(include_str!("../../models/dqngpu.json")).chain(SHIPPED_FOR_LISTS.iter().map(|(_, t)| *t));
+        for text in all {
+            let w: Weights = serde_json::from_str(text).unwrap();
+            assert_eq!(Weights::check(&w.w), Ok(()));
+        }
+        for (name, text) in SHIPPED_FOR_LISTS {
+            let own: Weights = serde_json::from_str(text).unwrap();
+            assert_eq!(Weights::shipped_for(name), own, "{name}");
+        }
+        assert_eq!(Weights::shipped_for("default"), Weights::shipped());
     }
 }

@@ -70,8 +70,10 @@ fn a_tune_that_is_no_finite_number_or_past_reach_is_refused() {
     let pods = parse_pods(PODS, "p.csv").unwrap();
     let fgd = dqngpu_trace::policies::by_name("fgd").unwrap();
     // A finite tune past reach is refused up front, naming it (before, 10 million copies
-    // were made first, then "inflating needs over 10000000 copies").
-    for tune in [f64::NAN, f64::INFINITY, 1e12] {
+    // were made first, then "inflating needs over 10000000 copies"), also one needing between
+    // one and two times the copies allowed (1.1e6 here: about 15 million; the check let up to
+    // twice through).
+    for tune in [f64::NAN, f64::INFINITY, 1e12, 1.1e6] {
         let e = replay(&nodes, &pods, fgd.as_ref(), &ReplayConfig { tune, seed: 1 }).err();
         assert!(e.as_ref().is_some_and(|e| e.to_string().contains(&format!("tune {tune}"))), "{tune}: {e:?}");
     }
