@@ -238,7 +238,7 @@ fn curves_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experime
 /// Makes `out` ready for [`write_all`] before an experiment runs, so that a bad `--out` fails
 /// at once rather than after minutes of work: it is made (with `plots/`) if missing. A file
 /// where the directory should be is refused, and so is a directory that holds a file of one of
-/// [`FILES`]' names but is neither an earlier experiment's output (`results.json`, written
+/// [`FILES`]' names (or a plot's name in `plots/`) but is neither an earlier experiment's output (`results.json`, written
 /// last) nor an interrupted one's (our `config.toml` and nothing the experiment does not
 /// write): its files are the user's, and would be replaced.
 pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
@@ -249,7 +249,14 @@ pub fn prepare(out: &Path) -> Result<(), ExperimentError> {
         return Err(refuse("is a file; the experiment writes a directory there".into()).into());
     }
     if !out.join("results.json").is_file() && !is_interrupted_output(out) {
-        if let Some(f) = FILES.iter().find(|f| out.join(f).exists()) {
+        // Plots too: the run removes the plot-named files of `plots/` (an earlier run's), and
+        // `plots/timeline_2024_roadmap.png` of the user's went with them.
+        let plot = std::fs::read_dir(out.join("plots")).ok().and_then(|entries| {
+            entries.flatten().filter_map(|e| e.file_name().into_string().ok()).find(|n| is_plot_file(n))
+        });
+        let theirs =
+            FILES.iter().map(|f| f.to_string()).find(|f| out.join(f).exists()).or(plot.map(|p| format!("plots/{p}")));
+        if let Some(f) = theirs {
             return Err(refuse(format!(
                 "holds `{f}` but no results.json of an earlier experiment; it would be replaced, so choose another --out"
             ))
@@ -478,6 +485,14 @@ mod tests {
         let e = prepare(&mine).unwrap_err().to_string();
         assert!(e.contains("report.md") && e.contains("mine"), "{e}");
         assert_eq!(std::fs::read_to_string(mine.join("report.md")).unwrap(), "my notes");
+        // A user's plots/ with files named as the experiment names its plots (the run removes
+        // those of an earlier experiment): refused, nothing removed.
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir_all(theirs.join("plots")).unwrap();
+        std::fs::write(theirs.join("plots/timeline_2024_roadmap.png"), "mine").unwrap();
+        let e = prepare(&theirs).unwrap_err().to_string();
+        assert!(e.contains("plots/timeline_2024_roadmap.png"), "{e}");
+        assert!(theirs.join("plots/timeline_2024_roadmap.png").exists());
         // An earlier experiment's output may be written over.
         write_all(&synthetic(), &out).unwrap();
         prepare(&out).unwrap();
