@@ -150,6 +150,14 @@ pub fn meta_path(weights: &Path) -> PathBuf {
 /// in "cannot save".
 pub fn check_path(path: &Path) -> Result<(), RlError> {
     check_extension(path)?;
+    // A directory there is no file to save into: found only after training ("saving ro: Is
+    // a directory", 108 s in).
+    if path.is_dir() {
+        return Err(RlError::Config {
+            field: "model path",
+            message: format!("{} is a directory; name the checkpoint file to write", path.display()),
+        });
+    }
     check_meta_is_a_checkpoints(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

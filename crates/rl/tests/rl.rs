@@ -542,3 +542,14 @@ fn the_scorer_and_the_plan_are_asked_every_tick_under_a_budget_only() {
     assert!(!PlanPolicy::new(plain, PlanConfig::default()).wants_every_tick());
     assert!(PlanPolicy::new(capped, PlanConfig::default()).wants_every_tick());
 }
+
+/// `train -o DIR` trained for minutes and then failed to save ("Is a directory"): the path is
+/// checked before training, and a directory is refused, naming it.
+#[test]
+fn a_directory_is_no_checkpoint_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ro");
+    std::fs::create_dir(&out).unwrap();
+    let e = checkpoint::check_path(&out).unwrap_err().to_string();
+    assert!(e.contains("ro") && e.contains("is a directory"), "{e}");
+}
