@@ -625,8 +625,13 @@ impl ExperimentConfig {
         if let Some(b) = self.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
             return Err(bad("max_slowdown_pct", format!("{b} is not a percentage >= 0")));
         }
-        if !(self.step_s.is_finite() && self.step_s > 0.0) {
-            return Err(bad("step_s", format!("{} is not a positive step", self.step_s)));
+        // The simulator's own floor, checked here: found only when the first run began, after
+        // every agent had trained, and named neither the file nor the key.
+        if !(self.step_s.is_finite() && self.step_s >= dqngpu_sim::MIN_STEP_S) {
+            return Err(bad(
+                "step_s",
+                format!("{} is not a step of at least {} s", self.step_s, dqngpu_sim::MIN_STEP_S),
+            ));
         }
         if self.workloads.classes.is_empty() {
             return Err(bad("workloads.classes", "no workload class".into()));
@@ -759,6 +764,9 @@ impl ExperimentConfig {
         if let Some(r) = self.workloads.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
             return Err(bad("workloads.arrival_rate", format!("{r} is not a positive rate (jobs/s)")));
         }
+        if let Some(why) = self.workloads.arrival_rate.and_then(|r| arrivals_past_reach(self.workloads.jobs, r)) {
+            return Err(bad("workloads.arrival_rate", why));
+        }
         let mut names = std::collections::HashSet::new();
         for (i, c) in self.cells.iter().enumerate() {
             let field = |f: &str| format!("cells[{i}].{f}");
@@ -771,6 +779,9 @@ impl ExperimentConfig {
             }
             if let Some(r) = c.arrival_rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
                 return Err(bad(&field("arrival_rate"), format!("{r} is not a positive rate (jobs/s)")));
+            }
+            if let Some(why) = c.arrival_rate.and_then(|r| arrivals_past_reach(c.jobs, r)) {
+                return Err(bad(&field("arrival_rate"), why));
             }
             if let Some(b) = c.max_slowdown_pct.filter(|b| !(b.is_finite() && *b >= 0.0)) {
                 return Err(bad(&field("max_slowdown_pct"), format!("{b} is not a percentage >= 0")));
@@ -805,6 +816,20 @@ impl ExperimentConfig {
 /// Checks that `library` has an app of every class in `classes` and that each such app fits
 /// the largest GPU of `cluster`: a job set drawn from there could not run otherwise. An error
 /// comes with the field at fault, `library` (a class it lacks) or `gpus` (an app too large).
+/// Why `jobs` arriving at `rate` jobs/s would arrive past the latest submission a job set
+/// keeps ([`dqngpu_model::job::MAX_SUBMIT_S`], with a hundredfold margin for the draw's spread):
+/// found only when that cell's sets were drawn, after training and the main evaluation, and
+/// named a flag the experiment does not have (`--arrival-rate`).
+fn arrivals_past_reach(jobs: usize, rate: f64) -> Option<String> {
+    let span = jobs as f64 / rate;
+    (span > dqngpu_model::job::MAX_SUBMIT_S / 100.0).then(|| {
+        format!(
+            "{jobs} jobs at {rate} jobs/s arrive over about {span:.3e} s, past the {:.0e} s a job set keeps",
+            dqngpu_model::job::MAX_SUBMIT_S
+        )
+    })
+}
+
 fn check_fits(
     library: &dqngpu_model::AppLibrary,
     cluster: &dqngpu_model::ClusterSpec,
@@ -892,6 +917,29 @@ mod tests {
             c.library = dc.library.clone();
         }
         assert_eq!(back, d);
+    }
+
+    /// A step below the simulator's floor, and arrivals so slow that the draw's last job would
+    /// come past the latest submission kept, failed only once runs began, after every agent
+    /// had trained, naming neither the key nor the file (or a flag `experiment` lacks). They
+    /// are refused when the config is read, at their keys.
+    #[test]
+    fn a_step_or_arrival_rate_the_simulator_refuses_is_refused_at_its_key() {
+        let p = Some(Path::new("exp.toml"));
+        let e = ExperimentConfig::from_toml(
+            "step_s = 0.0005
+",
+            p,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("exp.toml") && e.contains("step_s") && e.contains("0.001"), "{e}");
+        let cell =
+            "[[cells]]\nname = \"slow\"\nlibrary = \"thesis\"\ngpus = \"titanxp:1\"\njobs = 30\narrival_rate = 1e-9\n";
+        let e = ExperimentConfig::from_toml(cell, p).unwrap_err().to_string();
+        assert!(e.contains("exp.toml") && e.contains("cells[0].arrival_rate") && !e.contains("--arrival-rate"), "{e}");
+        let e = ExperimentConfig::from_toml("[workloads]\narrival_rate = 1e-9\n", p).unwrap_err().to_string();
+        assert!(e.contains("workloads.arrival_rate"), "{e}");
     }
 
     #[test]

@@ -27,6 +27,6 @@ pub use metrics::{
     jct_lower_bound_s, lower_bound_s, mean_jct_s, slowed_over_10_pct, BoundJob, JctBoundJob, JobRecord, SimResult,
     SlowdownBuckets, UsageTrace, NO_SLOWDOWN_MAX,
 };
-pub use sim::{run, skipped_samples, SimConfig, Simulator, TickTrigger, KEEP_CHECK_STEPS};
+pub use sim::{run, skipped_samples, SimConfig, Simulator, TickTrigger, KEEP_CHECK_STEPS, MIN_STEP_S};
 pub use step::RATE_FLOOR;
 pub use workload::{draw, Arrivals, DEFAULT_JOBS, MAX_DRAWN_JOBS};

@@ -35,7 +35,7 @@ use dqngpu_model::{
     AppLibrary, AppProfile, ClusterSpec, ClusterView, GpuState, JobId, JobSet, Location, ModelError, QueuedJob,
 };
 
-pub use config::{skipped_samples, SimConfig, TickTrigger, KEEP_CHECK_STEPS};
+pub use config::{skipped_samples, SimConfig, TickTrigger, KEEP_CHECK_STEPS, MIN_STEP_S};
 
 use crate::error::SimError;
 use crate::event::SimEvent;
