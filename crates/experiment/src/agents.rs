@@ -161,9 +161,16 @@ fn train_scorer(cfg: &ExperimentConfig, setup: &Setup, bars: &MultiProgress) -> 
     let (train, validation) = st::settings_episodes(&t.scorer_settings, &classes, t.seed).map_err(rl)?;
     let base = st::train_seed_base(t.seed);
     let sets = t.scorer_settings.iter().map(|s| s.jobsets).max().unwrap_or(0);
-    // Trained without a budget; each cell tells the scorer its own.
+    // Trained without a budget (each cell tells the scorer its own), at the experiment's step
+    // and decision tick (it trained at the defaults whatever `step_s` said, and was evaluated
+    // at the config's).
     let train_sets = train.len();
-    let task = ScorerTask { train, validation, interference: setup.interference.clone(), config: Default::default() };
+    let config = dqngpu_sim::SimConfig {
+        step_s: setup.sim.step_s,
+        decision_tick_s: setup.sim.decision_tick_s,
+        ..Default::default()
+    };
+    let task = ScorerTask { train, validation, interference: setup.interference.clone(), config };
     // The scorer's own network and learning rate (`training.lr` and `hidden` are the thesis's
     // agents'), its own iterations and objective.
     let tc = TrainConfig {
