@@ -430,10 +430,13 @@ impl ExperimentConfig {
         let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {
             let start = e.span().map(|s| s.start.min(text.len()));
             let line = start.map(|s| text.as_bytes()[..s].iter().filter(|&&b| b == b'\n').count() as u64 + 1);
-            ModelError::invalid(
-                Location { path: path.map(Path::to_path_buf), line, field: start.and_then(|s| key_at(text, s)) },
-                format!("invalid experiment config: {}", e.message()),
-            )
+            let at = Location { path: path.map(Path::to_path_buf), line, field: start.and_then(|s| key_at(text, s)) };
+            // An unknown name of a closed set (`optimizer = "sgd"`) is a usage error (exit 2),
+            // as an unknown scheduler or GPU is; it was a bad-input one (exit 1).
+            match unknown_variant(e.message()) {
+                Some((name, valid)) => ModelError::UnknownName { what: "value", name, valid }.at(at),
+                None => ModelError::invalid(at, format!("invalid experiment config: {}", e.message())),
+            }
         })?;
         let mut cfg = cfg;
         cfg.validate(path)?;
@@ -728,10 +731,11 @@ impl ExperimentConfig {
             ));
         }
         if !["scorer", "thesis"].contains(&self.training.algorithm.as_str()) {
-            return Err(bad(
-                "training.algorithm",
-                format!("`{}`; expected `scorer` or `thesis`", self.training.algorithm),
-            ));
+            let valid = vec!["scorer".to_string(), "thesis".to_string()];
+            let name = self.training.algorithm.clone();
+            return Err(
+                ModelError::UnknownName { what: "training algorithm", name, valid }.at(loc("training.algorithm"))
+            );
         }
         if self.training.algorithm == "scorer" {
             if self.training.scorer_settings.is_empty() {
@@ -816,6 +820,15 @@ impl ExperimentConfig {
 /// Checks that `library` has an app of every class in `classes` and that each such app fits
 /// the largest GPU of `cluster`: a job set drawn from there could not run otherwise. An error
 /// comes with the field at fault, `library` (a class it lacks) or `gpus` (an app too large).
+/// The name and the accepted names of serde's `unknown variant `x`, expected one of `a`, `b``
+/// (or `expected `a` or `b``); `None` for any other message.
+fn unknown_variant(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let valid: Vec<String> = rest.split('`').skip(1).step_by(2).map(str::to_string).collect();
+    (!valid.is_empty()).then(|| (name.to_string(), valid))
+}
+
 /// Why `jobs` arriving at `rate` jobs/s would arrive past the latest submission a job set
 /// keeps ([`dqngpu_model::job::MAX_SUBMIT_S`], with a hundredfold margin for the draw's spread):
 /// found only when that cell's sets were drawn, after training and the main evaluation, and
@@ -940,6 +953,23 @@ mod tests {
         assert!(e.contains("exp.toml") && e.contains("cells[0].arrival_rate") && !e.contains("--arrival-rate"), "{e}");
         let e = ExperimentConfig::from_toml("[workloads]\narrival_rate = 1e-9\n", p).unwrap_err().to_string();
         assert!(e.contains("workloads.arrival_rate"), "{e}");
+    }
+
+    /// An unknown name of a closed set is a usage error (exit 2), naming the file, line and key
+    /// and what is accepted, as unknown schedulers and GPUs are; it exited 1.
+    #[test]
+    fn an_unknown_optimizer_objective_or_algorithm_is_a_usage_error() {
+        let p = Some(Path::new("exp.toml"));
+        for (text, key, want) in [
+            ("[training]\noptimizer = \"sgd\"\n", "optimizer", "adam"),
+            ("[training]\nobjective = \"latency\"\n", "objective", "makespan"),
+            ("[training]\nalgorithm = \"dqn\"\n", "training.algorithm", "thesis"),
+        ] {
+            let e = ExperimentConfig::from_toml(text, p).unwrap_err();
+            assert!(e.is_usage(), "{e}");
+            let m = e.to_string();
+            assert!(m.contains("exp.toml") && m.contains(key) && m.contains(want), "{m}");
+        }
     }
 
     #[test]
