@@ -425,6 +425,24 @@ fn key_at(text: &str, at: usize) -> Option<String> {
 }
 
 impl ExperimentConfig {
+    /// True when the main setting is the thesis's evaluation (its library on one Titan Xp, 30
+    /// jobs a set, all at t = 0, no budget, the `contention` model): the thesis's figures are
+    /// shown beside this run's only then (they were shown beside a Lucid run on an RTX 3090).
+    pub fn is_thesis_setting(&self) -> bool {
+        self.library == "thesis"
+            && self.cluster.file.is_none()
+            && self.cluster.gpus == "titanxp:1"
+            && self.workloads.jobs == 30
+            && self.workloads.arrival_rate.is_none()
+            && self.max_slowdown_pct.is_none()
+            && self.interference == "contention"
+    }
+
+    /// [`Self::is_thesis_setting`] with `random` as the focus class, the thesis's Figs. 15-17.
+    pub fn is_thesis_focus(&self) -> bool {
+        self.is_thesis_setting() && self.workloads.focus == "random"
+    }
+
     /// Parses a TOML config; `path` names the file in errors.
     pub fn from_toml(text: &str, path: Option<&Path>) -> Result<Self, ModelError> {
         let cfg: ExperimentConfig = toml::from_str(text).map_err(|e| {

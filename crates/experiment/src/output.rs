@@ -67,7 +67,8 @@ fn class_plot(res: &ExperimentResults, dir: &Path, class: &str) -> Result<PlotFi
     let present: Vec<String> = scheds.iter().filter(|s| row(&res.summary, class, s).is_some()).cloned().collect();
     let rows: Vec<_> = present.iter().filter_map(|s| row(&res.summary, class, s)).collect();
     let th = |f: fn(&reported::ReportedRun) -> Option<f64>| -> Vec<Option<f64>> {
-        present.iter().map(|s| reported::run(class, s).and_then(f)).collect()
+        let thesis = res.config.is_thesis_setting();
+        present.iter().map(|s| reported::run(class, s).filter(|_| thesis).and_then(f)).collect()
     };
     let chart = BarChart {
         schedulers: present.clone(),
@@ -119,7 +120,11 @@ fn slowdown_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experi
             RGBColor(214, 39, 40),
         ],
         values: res.slowdown.iter().map(|s| s.values().to_vec()).collect(),
-        markers: res.slowdown.iter().map(|s| reported::no_slowdown(&s.scheduler)).collect(),
+        markers: res
+            .slowdown
+            .iter()
+            .map(|s| reported::no_slowdown(&s.scheduler).filter(|_| res.config.is_thesis_focus()))
+            .collect(),
         marker_label: "thesis: jobs with no slowdown".into(),
         reference: None,
     };
@@ -136,7 +141,11 @@ fn overhead_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experi
         segments: vec!["makespan".into(), "training (wall clock)".into()],
         segment_colours: vec![RGBColor(31, 119, 180), RGBColor(214, 39, 40)],
         values: res.training_overhead.iter().map(|o| vec![o.exec_norm, o.train_norm]).collect(),
-        markers: res.training_overhead.iter().map(|o| reported::overhead(&o.scheduler).and_then(|t| t.0)).collect(),
+        markers: res
+            .training_overhead
+            .iter()
+            .map(|o| reported::overhead(&o.scheduler).filter(|_| res.config.is_thesis_focus()).and_then(|t| t.0))
+            .collect(),
         marker_label: "thesis: total".into(),
         reference: Some(1.0),
     };
@@ -169,7 +178,7 @@ fn cost_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experiment
                     thesis: cost_scheds
                         .iter()
                         .map(|s| {
-                            if s == "dqngpu" {
+                            if s == "dqngpu" && res.config.is_thesis_focus() {
                                 reported::cost_saving(a).zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0))
                             } else {
                                 None
@@ -587,6 +596,34 @@ mod tests {
         assert_eq!(report::objective_text(&res, &res.training[0]), "mean JCT + makespan guard (s)");
         res.config.training.scorer_makespan_guard = 0.0;
         assert_eq!(report::objective_text(&res, &res.training[0]), "mean JCT (s)");
+    }
+
+    /// The thesis's figures are of its setting: beside a run of another library (or cluster,
+    /// job count, budget) the `thesis` columns are empty and the report says why; they were
+    /// filled with the thesis's numbers whatever ran.
+    #[test]
+    fn the_thesis_figures_appear_only_beside_the_thesis_setting() {
+        let slowdown_row = |res: &ExperimentResults| {
+            let md = report::to_markdown(&report::build(res), &[]);
+            let row = md.lines().filter(|l| l.starts_with("| dqngpu |")).find(|l| l.matches('|').count() == 7);
+            (row.unwrap().to_string(), md)
+        };
+        let res = synthetic();
+        let (row, md) = slowdown_row(&res);
+        assert!(row.ends_with("| 20.00 |"), "{row}");
+        assert!(!md.contains("not the thesis's"), "{md}");
+        for change in [
+            |c: &mut ExperimentConfig| c.library = "lucid".into(),
+            |c: &mut ExperimentConfig| c.cluster.gpus = "rtx3090:1".into(),
+            |c: &mut ExperimentConfig| c.max_slowdown_pct = Some(10.0),
+            |c: &mut ExperimentConfig| c.workloads.jobs = 10,
+        ] {
+            let mut other = synthetic();
+            change(&mut other.config);
+            let (row, md) = slowdown_row(&other);
+            assert!(row.ends_with("| - |"), "{row}");
+            assert!(md.contains("not the thesis's"), "{md}");
+        }
     }
 
     #[test]

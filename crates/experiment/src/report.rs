@@ -174,12 +174,15 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
          gives none (its Figs. 10-14 are bar charts; the text quotes only some bars)."
             .into(),
     ));
+    if !cfg.is_thesis_setting() {
+        b.push(Block::Para(NOT_THESIS.into()));
+    }
     for class in &cfg.workloads.classes {
         b.push(Block::Heading(3, class.clone()));
         let mut rows = Vec::new();
         for s in &res.schedulers {
             let Some(r) = row(&res.summary, class, s) else { continue };
-            let th = reported::run(class, s);
+            let th = reported::run(class, s).filter(|_| cfg.is_thesis_setting());
             rows.push(vec![
                 s.clone(),
                 fmt::secs(r.makespan_s_mean),
@@ -227,6 +230,11 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
     }
 }
 
+/// Said where the thesis's figures are left out.
+const NOT_THESIS: &str = "This run's main setting is not the thesis's (library `thesis` on one Titan Xp, 30 jobs a \
+     set at t = 0, no budget, `contention`; for Figs. 15-17 also the `random` class): the `thesis` columns and \
+     markers are left empty, since the thesis's figures are of its setting, not this one.";
+
 /// Jobs by execution slowdown on the focus class (Fig. 15).
 fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
     let cfg = &res.config;
@@ -239,6 +247,9 @@ fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
          14; DeepRM Mean {} jobs at >= 10%.",
         reported::DEEPRM_MEAN_GE10_JOBS
     )));
+    if !cfg.is_thesis_focus() {
+        b.push(Block::Para(NOT_THESIS.into()));
+    }
     b.push(Block::Table {
         headers: strings(&["scheduler", "none (<= 2%)", "< 10%", "10-20%", ">= 20%", "thesis: none"]),
         rows: res
@@ -252,7 +263,7 @@ fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
                     fmt::count(v[1]),
                     fmt::count(v[2]),
                     fmt::count(v[3]),
-                    fmt::opt(reported::no_slowdown(&s.scheduler), fmt::count),
+                    fmt::opt(reported::no_slowdown(&s.scheduler).filter(|_| cfg.is_thesis_focus()), fmt::count),
                 ]
             })
             .collect(),
@@ -285,7 +296,7 @@ fn training_overhead(res: &ExperimentResults, b: &mut Vec<Block>) {
             .training_overhead
             .iter()
             .map(|o| {
-                let th = reported::overhead(&o.scheduler);
+                let th = reported::overhead(&o.scheduler).filter(|_| cfg.is_thesis_focus());
                 vec![
                     o.scheduler.clone(),
                     fmt::secs(o.makespan_s),
@@ -343,7 +354,8 @@ fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
             .cost
             .iter()
             .map(|c| {
-                let th = if c.scheduler == "dqngpu" { reported::cost_saving(&c.assumption) } else { None };
+                let thesis = c.scheduler == "dqngpu" && res.config.is_thesis_focus();
+                let th = if thesis { reported::cost_saving(&c.assumption) } else { None };
                 vec![
                     c.assumption.clone(),
                     c.scheduler.clone(),
