@@ -317,7 +317,11 @@ fn replay_cmd(a: ReplayArgs) -> anyhow::Result<()> {
                 "pods: {} original, {} tried, {} placed, {} failed; {:.2} s",
                 r.pods_original, r.pods_tried, r.pods_placed, r.pods_failed, r.wall_s
             );
-            let (p100, p130) = paper(&list_name(&a.pods), &r.policy);
+            let (p100, p130) = if dqngpu_trace::experiment::comparable_to_paper(&a.nodes, r.tune, &[r.seed]) {
+                paper(&list_name(&a.pods), &r.policy)
+            } else {
+                (None, None)
+            };
             println!("{:>8} {:>12} {:>14} {:>10}", "arrived", "allocated", "fragmented", "paper");
             for pct in [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130] {
                 let p = match (pct, p100, p130) {

@@ -109,3 +109,24 @@ fn a_rerun_leaves_no_file_of_the_earlier_run() {
     assert!(write_experiment(&both, &out).is_err());
     assert!(!out.join("results.json").exists(), "a results.json beside a partly written run");
 }
+
+/// The paper's figures stand beside a run only in its setting: the GPU node list, tune 1.3,
+/// seeds among 42..51. They stood beside a one-node list, tune 1.0 and seed 100.
+#[test]
+fn the_papers_figures_stand_only_beside_its_setting() {
+    use dqngpu_trace::experiment::comparable_to_paper;
+    let gpu_nodes = Path::new("data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv");
+    assert!(comparable_to_paper(gpu_nodes, 1.3, &[42, 51]));
+    assert!(!comparable_to_paper(Path::new("bad/n_64.csv"), 1.3, &[42]));
+    assert!(!comparable_to_paper(gpu_nodes, 1.0, &[42]));
+    assert!(!comparable_to_paper(gpu_nodes, 1.3, &[42, 100]));
+    assert!(!comparable_to_paper(gpu_nodes, 1.3, &[]));
+    // A list named as the paper's default list, on the fixture's nodes: no published figure.
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, _, _) = fixture(dir.path());
+    let default = dir.path().join("openb_pod_list_default.csv");
+    std::fs::write(&default, PODS).unwrap();
+    let res = run_experiment(&config(&nodes, &[&default], &["fgd"], &[42]), &|| {}).unwrap();
+    assert_eq!(res.summary[0].list, "default");
+    assert!(res.summary.iter().all(|s| s.paper == (None, None)), "the fixture's nodes are not the paper's");
+}
