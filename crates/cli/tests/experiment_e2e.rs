@@ -230,9 +230,12 @@ fn quick_experiment_writes_consistent_files_and_replays() {
             assert_eq!(cells[13], format!("{:.2}", f(&js["no_slowdown_jobs_mean"])));
         }
     }
-    // The thesis's figure stands beside ours where it gives one.
+    // The thesis's figures are of 30 jobs a set: beside --quick's sets of at most 10 they are
+    // left out, and the report says why (beside the default setting they stand: the unit
+    // test the_thesis_figures_appear_only_beside_the_thesis_setting).
     let heavy = class_table(&md, "gpu_heavy");
-    assert_eq!(heavy.iter().find(|c| c[0] == "sjf").unwrap()[3], "4807.0");
+    assert_eq!(heavy.iter().find(|c| c[0] == "sjf").unwrap()[3], "-");
+    assert!(md.contains("not the thesis's"), "{md}");
 
     // Same seeds, same numbers.
     let b = TempDir::new("b");
