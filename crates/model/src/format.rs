@@ -284,6 +284,8 @@ fn fmt_num(v: f64) -> String {
 
 /// Parses a JSON profile.
 pub fn parse_json(text: &str, path: Option<&Path>) -> Result<AppProfile> {
+    // A byte-order mark, as job sets and CSV profiles skip it ("expected value at line 1").
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     refuse_unknown_keys(text, path, &["app", "interval_s", "recorded_on", "samples"])?;
     let mut p: AppProfile = serde_json::from_str(text).map_err(|e| {
         let field = json_field_hint(&e);
@@ -328,8 +330,9 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let meta_path = sidecar_path(path);
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
-                refuse_unknown_keys(&t, Some(&meta_path), &SIDECAR_KEYS)?;
-                serde_json::from_str::<ProfileMeta>(&t).map_err(|e| {
+                let t = t.strip_prefix('\u{feff}').unwrap_or(&t);
+                refuse_unknown_keys(t, Some(&meta_path), &SIDECAR_KEYS)?;
+                serde_json::from_str::<ProfileMeta>(t).map_err(|e| {
                     ModelError::invalid(
                         loc(Some(&meta_path), Some(e.line() as u64), None),
                         format!("invalid sidecar JSON: {e}"),
@@ -341,6 +344,20 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let interval = meta.interval_s.map(|dt| (dt, meta_path.as_path()));
             let mut p = parse_csv_every(&text, Some(path), meta.app, interval)?;
             p.recorded_on = meta.recorded_on;
+            // The sidecar's card is checked as a JSON profile's is, against the sidecar: it
+            // was attached after the checks, so `profile export` wrote a profile (memory -5
+            // MiB) that it then refused to read.
+            if p.recorded_on.is_some() {
+                p.validate().map_err(|e| match e {
+                    ModelError::Invalid { mut at, message }
+                        if at.field.as_deref().is_some_and(|f| f.starts_with("recorded_on")) =>
+                    {
+                        (at.path, at.line) = (Some(meta_path.clone()), None);
+                        ModelError::Invalid { at, message }
+                    }
+                    other => other,
+                })?;
+            }
             Ok(p)
         }
     }
@@ -587,6 +604,28 @@ mod tests {
         let path = dir.path().join("p.csv");
         write_profile(&p, &path).unwrap();
         assert_eq!(read_profile(&path).unwrap().interval_s, p.interval_s);
+    }
+
+    /// A sidecar's card (`recorded_on`) is checked as a JSON profile's is, naming the sidecar:
+    /// it was attached unchecked, so `profile export` wrote a JSON profile (memory -5 MiB) that
+    /// it then refused to read. A byte-order mark before a JSON profile or sidecar is skipped,
+    /// as before a CSV.
+    #[test]
+    fn a_sidecars_card_is_checked_and_a_bom_before_json_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.csv");
+        write_profile(&steady(2, 1.0), &path).unwrap();
+        let meta = r#"{"app":{"name":"c"},"recorded_on":{"node":"n","gpu_name":"G","memory_mib":-5,"pcie_gbps":16}}"#;
+        std::fs::write(sidecar_path(&path), meta).unwrap();
+        let e = read_profile(&path).unwrap_err().to_string();
+        assert!(e.contains("c.meta.json") && e.contains("recorded_on.memory_mib"), "{e}");
+        std::fs::write(sidecar_path(&path), format!("\u{feff}{}", meta.replace("-5", "12288"))).unwrap();
+        assert_eq!(read_profile(&path).unwrap().recorded_on.unwrap().memory_mib, 12288.0);
+        let json = dir.path().join("j.json");
+        write_profile(&steady(2, 1.0), &json).unwrap();
+        let text = std::fs::read_to_string(&json).unwrap();
+        std::fs::write(&json, format!("\u{feff}{text}")).unwrap();
+        assert_eq!(read_profile(&json).unwrap().samples.len(), 2);
     }
 
     #[test]
