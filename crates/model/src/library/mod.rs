@@ -1,6 +1,6 @@
 //! App libraries: named sets of profiles that job sets draw from, with workload classes.
 //!
-//! Built in: `thesis` (the thesis's 11 apps on a Titan Xp) and `lucid` (65 measured RTX 3090
+//! Built in: `thesis` (the thesis's 11 apps on a Titan Xp) and `lucid` (66 measured RTX 3090
 //! configurations, compiled in from data/lucid/). `generated:SEED[:COUNT]` generates apps
 //! spanning those two (for evaluation on unseen apps). A directory of profile files is a
 //! library too (`--library DIR`).
