@@ -61,7 +61,7 @@ pub struct Args {
     #[arg(long, default_value_t = 60)]
     iterations: usize,
     /// Training job sets: per library for the scorer (default 5; seeds 100000 + SEED*1000 +
-    /// i), in all for `thesis` (default 10; seeds SEED*1000 + i). 1 to 10,000.
+    /// i), in all for `thesis` (default 10; seeds 300000 + SEED*1000 + i). 1 to 10,000.
     #[arg(long, value_parser = super::parse_jobset_count)]
     jobsets: Option<usize>,
     /// Job sets per iteration.
