@@ -248,6 +248,12 @@ impl<'v> Round<'v> {
                 {
                     continue;
                 }
+                // A job whose peak passes an idle card never runs there (the simulator drops the
+                // placement, `fits_alone`): under a budget such a row skipped every check, took
+                // hold away, and its GPU's whole group was lost on a cluster of mixed models.
+                if idle[g] && self.peaks[i].gpu_mem_mib > gpu.spec.memory_mib {
+                    continue;
+                }
                 let peak_fits = fit::fits_memory(&self.load[g], &self.peaks[i], gpu);
                 // Alone on a GPU a job is never refused for slowdown (nothing slows it).
                 let needs_check = if self.budget.is_some() { !idle[g] } else { !peak_fits };
