@@ -97,7 +97,10 @@ mod tests {
         for seed in 0..=20u64 {
             for i in [0usize, 9, 9_999] {
                 let s = train_set_seed(seed, i);
-                assert!(!(1000..=1009).contains(&s) && s >= TRAIN_SEED_BASE && s < EVAL_SEED_BASE, "{seed} {i}: {s}");
+                assert!(
+                    !(1000..=1009).contains(&s) && (TRAIN_SEED_BASE..EVAL_SEED_BASE).contains(&s),
+                    "{seed} {i}: {s}"
+                );
             }
         }
     }
