@@ -275,6 +275,19 @@ fn check_values(meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> 
             return Err(bad(&format!("encoding.{field}"), "0".into(), "at least 1"));
         }
     }
+    // The encoding's own limits, as training checks them: an edited sidecar with 24 job slots
+    // aborted on a 100 GB allocation, and with 64 wrapped a shift and decided otherwise
+    // without a word. (Within 1..=8 an edit is not caught: the first layer's shape does not
+    // depend on the slots.)
+    if g.job_slots > 8 {
+        return Err(bad("encoding.job_slots", g.job_slots.to_string(), "1 to 8"));
+    }
+    let side = crate::gpu::MAX_IMAGE_SIDE;
+    for (field, n) in [("time_horizon", g.time_horizon), ("res_slots", g.res_slots)] {
+        if n > side {
+            return Err(bad(&format!("encoding.{field}"), n.to_string(), &format!("at most {side}")));
+        }
+    }
     let Some(guard) = &g.guard else { return Ok(()) };
     if !(guard.max_slowdown.is_finite() && guard.max_slowdown >= 0.0) {
         return Err(bad("encoding.guard.max_slowdown", guard.max_slowdown.to_string(), "a fraction >= 0"));
@@ -405,6 +418,14 @@ mod tests {
             edit_meta(&path, |v| v["encoding"]["guard"][field] = serde_json::json!(value));
             let e = load(&path, "dqngpu", None).unwrap_err().to_string();
             assert!(e.contains("m.json") && e.contains(&format!("encoding.guard.{field}")), "{e}");
+        }
+        // The encoding's own limits: 24 job slots aborted on a 100 GB allocation, 64 wrapped a
+        // shift and decided otherwise.
+        for (field, value) in [("job_slots", 24), ("job_slots", 64), ("time_horizon", 100_000)] {
+            let (path, _) = saved(dir.path());
+            edit_meta(&path, |v| v["encoding"][field] = serde_json::json!(value));
+            let e = load(&path, "dqngpu", None).unwrap_err().to_string();
+            assert!(e.contains(&format!("encoding.{field}")) || e.contains("job_slots"), "{field} {value}: {e}");
         }
         let (path, enc) = saved(dir.path());
         let net = PolicyNet::new(enc.obs_len(), &[4], enc.n_actions(), enc.head(), 3).unwrap();
