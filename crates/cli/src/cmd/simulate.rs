@@ -65,9 +65,10 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true, default_value_t = SimConfig::default().decision_tick_s)]
     pub decision_tick_s: f64,
     /// What makes the decision tick ask: peak-drop (a running job passed its remaining peak),
-    /// demand-drop (a running job's demand dropped) or always. A policy that reads the
-    /// residents' progress (tetris, greedy, the thesis's agents) or is told a slowdown budget
-    /// (every sharing rule, dqngpu, dqngpu-plan) is asked at every tick whatever this says.
+    /// demand-drop (a running job's demand dropped) or always. The thesis's DqnGPU agent
+    /// (`--algorithm thesis`), and every policy told a slowdown budget (every sharing rule,
+    /// dqngpu, dqngpu-plan), are asked at every tick whatever this says (tetris and greedy
+    /// only under a budget).
     #[arg(long, value_enum, default_value_t = Trigger::PeakDrop)]
     pub tick_trigger: Trigger,
     /// Slowdown budget for every scheduler, percent, or `off`: a group of jobs predicted by

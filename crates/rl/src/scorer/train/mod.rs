@@ -14,8 +14,9 @@
 //!    how much the choice matters; the teacher drives, then the learner.
 //! 4. **Policy gradient** (REINFORCE). Each iteration rolls out `episodes` sampled episodes
 //!    on each of `jobsets_per_iter` job sets; an episode's advantage is (mean cost of that job
-//!    set's episodes - its cost) / that mean (Decima's and DeepRM's per-sequence baseline),
-//!    applied to every choice of the episode; plus an entropy bonus that decays to 0.
+//!    set's episodes - its cost) / their standard deviation (Decima's and DeepRM's
+//!    per-sequence baseline; `gradient::set_advantages`), applied to every choice of the
+//!    episode; plus an entropy bonus that decays to 0.
 //! 5. **Keep best.** After imitation, after each look-ahead round, every `validate_every`
 //!    iterations and at the last, the greedy policy runs on the validation job sets; the
 //!    weights with the lowest score (objective / the best rule's, per set) are kept.
