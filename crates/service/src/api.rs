@@ -389,10 +389,12 @@ async fn list_profiles(State(s): State<AppState>) -> Json<serde_json::Value> {
         .profiles
         .all()
         .into_iter()
-        .map(|(p, src)| {
+        .map(|(key, p, src)| {
             let sum = p.summary();
-            json!({ "app": p.app.name, "source": src, "solo_s": sum.solo_s, "mean": sum.mean, "peak": sum.peak,
-                    "interval_s": p.interval_s, "samples": p.samples.len() })
+            // `profile`: the key a job names it by, which is not the app name where a library
+            // has several profiles of one app (they were listed as `bert` twice).
+            json!({ "app": p.app.name, "profile": key, "source": src, "solo_s": sum.solo_s, "mean": sum.mean,
+                    "peak": sum.peak, "interval_s": p.interval_s, "samples": p.samples.len() })
         })
         .collect();
     Json(json!({ "profiles": list }))

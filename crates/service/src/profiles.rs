@@ -71,8 +71,9 @@ impl ProfileBook {
         }
     }
 
-    /// Every profile with its source.
-    pub fn all(&self) -> Vec<(Arc<AppProfile>, ProfileSource)> {
-        self.map.read().map(|m| m.values().cloned().collect()).unwrap_or_default()
+    /// Every profile with the key jobs name it by (a library's key: its file stem where several
+    /// files share an app name) and its source.
+    pub fn all(&self) -> Vec<(String, Arc<AppProfile>, ProfileSource)> {
+        self.map.read().map(|m| m.iter().map(|(k, (p, s))| (k.clone(), p.clone(), *s)).collect()).unwrap_or_default()
     }
 }

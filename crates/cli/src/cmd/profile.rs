@@ -496,7 +496,13 @@ fn entries(source: &SourceArgs) -> anyhow::Result<Vec<Entry>> {
             Ok(list
                 .into_iter()
                 .map(|row| {
-                    let key = row["app"].as_str().or(row["app"]["name"].as_str()).unwrap_or("?").to_string();
+                    // The key jobs use (a server before 2026-11-29 gave the app name alone).
+                    let key = row["profile"]
+                        .as_str()
+                        .or(row["app"].as_str())
+                        .or(row["app"]["name"].as_str())
+                        .unwrap_or("?")
+                        .to_string();
                     let profile =
                         serde_json::from_value::<AppProfile>(row.clone()).ok().filter(|p| p.validate().is_ok());
                     Entry { key, profile, row: Some(row) }
@@ -559,7 +565,8 @@ fn summary_row(e: &Entry) -> Value {
     }
     let r = e.row.clone().unwrap_or(Value::Null);
     json!({
-        "app": e.key, "profile": e.key, "kind": Value::Null, "samples": r["samples"], "interval_s": r["interval_s"],
+        "app": r["app"].as_str().unwrap_or(&e.key), "profile": e.key, "kind": Value::Null, "samples": r["samples"],
+        "interval_s": r["interval_s"],
         "duration_s": r["solo_s"],
         "mean_gpu_util_pct": r["mean"]["gpu_util_pct"], "mean_gpu_mem_mib": r["mean"]["gpu_mem_mib"],
         "mean_sm_pct": r["mean"]["sm_pct"], "mean_pcie_mbps": r["mean"]["pcie_mbps"],

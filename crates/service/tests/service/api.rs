@@ -248,3 +248,29 @@ async fn a_profile_posted_again_replaces_the_first_and_says_so() {
     assert_eq!(mine[0]["source"], "api");
     t.service.stop().await;
 }
+
+/// A library with two profiles of one app keys each by its file stem, and jobs name it so:
+/// `GET /v1/profiles` gives that key as `profile` beside the app name (it listed `bert`
+/// twice, and `profile show bert-h100 --server` could not find it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_are_listed_with_the_keys_jobs_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib_dir = dir.path().join("lib");
+    std::fs::create_dir(&lib_dir).unwrap();
+    for (file, mem) in [("bert-a100", 1000.0), ("bert-h100", 9000.0)] {
+        std::fs::write(lib_dir.join(format!("{file}.json")), profile_json("bert", mem, 50.0, 3)).unwrap();
+    }
+    let mut cfg = crate::util::config(dir.path().join("data"), "titanxp:1");
+    cfg.libraries = vec![dqngpu_model::library::resolve(lib_dir.to_str().unwrap()).unwrap()];
+    let (svc, router) = crate::util::start_with(cfg, "tetris", None);
+    let (_, v) = call(&router, "GET", "/v1/profiles", None, &[]).await;
+    let mut keys: Vec<(String, String)> = v["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["app"].as_str().unwrap().to_string(), p["profile"].as_str().unwrap().to_string()))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [("bert".into(), "bert-a100".into()), ("bert".into(), "bert-h100".into())]);
+    svc.stop().await;
+}
