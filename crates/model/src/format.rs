@@ -65,12 +65,83 @@ fn refuse_unknown_keys(text: &str, path: Option<&Path>, known: &[&str]) -> Resul
     // Only the top-level keys are kept (the values are skipped, not built): a cheap first pass.
     type Keys = std::collections::BTreeMap<String, serde::de::IgnoredAny>;
     let Ok(map) = serde_json::from_str::<Keys>(text) else { return Ok(()) };
-    match map.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ModelError::invalid(
+    if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ModelError::invalid(
             loc(path, None, Some(k)),
             format!("unknown key; a profile file has {}", known.join(", ")),
+        ));
+    }
+    // And inside: `app.input_size`, `recorded_on.pcie_gbs`, `samples[0].gpu_mem_pct` were
+    // dropped without a word (a misspelt field read as its default), where the service's API
+    // refuses them. Values are skipped here too.
+    match serde_json::from_str::<nested::Keys>(text) {
+        Err(e) if e.is_data() => Err(ModelError::invalid(
+            loc(path, Some(e.line() as u64), json_field_hint(&e).as_deref()),
+            format!("unknown key: {e}"),
         )),
-        None => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+/// The keys a profile file's objects may hold, values skipped.
+mod nested {
+    use serde::de::IgnoredAny;
+
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)] // read by serde for their keys, never by the code
+    pub(super) struct Keys {
+        #[serde(default)]
+        app: Option<App>,
+        #[serde(default)]
+        recorded_on: Option<RecordedOn>,
+        #[serde(default)]
+        samples: Option<Vec<Sample>>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // as above
+    struct App {
+        #[serde(default)]
+        name: IgnoredAny,
+        #[serde(default)]
+        kind: IgnoredAny,
+        #[serde(default)]
+        input_size_mb: IgnoredAny,
+        #[serde(default)]
+        params: IgnoredAny,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // as above
+    struct RecordedOn {
+        #[serde(default)]
+        node: IgnoredAny,
+        #[serde(default)]
+        gpu_name: IgnoredAny,
+        #[serde(default)]
+        architecture: IgnoredAny,
+        #[serde(default)]
+        memory_mib: IgnoredAny,
+        #[serde(default)]
+        cores: IgnoredAny,
+        #[serde(default)]
+        pcie_gbps: IgnoredAny,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)] // as above
+    struct Sample {
+        #[serde(default)]
+        gpu_util_pct: IgnoredAny,
+        #[serde(default)]
+        gpu_mem_mib: IgnoredAny,
+        #[serde(default)]
+        sm_pct: IgnoredAny,
+        #[serde(default)]
+        pcie_mbps: IgnoredAny,
     }
 }
 
@@ -626,6 +697,25 @@ mod tests {
         let text = std::fs::read_to_string(&json).unwrap();
         std::fs::write(&json, format!("\u{feff}{text}")).unwrap();
         assert_eq!(read_profile(&json).unwrap().samples.len(), 2);
+    }
+
+    /// A misspelt key inside a profile's objects (`app.input_size`, `recorded_on.pcie_gbs`,
+    /// `samples[0].gpu_mem_pct`) was dropped without a word and read as its default; the
+    /// service's API refuses them, and so does a file now, naming the key and its line.
+    #[test]
+    fn unknown_keys_inside_a_profile_are_refused() {
+        let good = r#"{"app":{"name":"a","input_size_mb":5},"interval_s":1,
+            "recorded_on":{"node":"n","gpu_name":"G","memory_mib":12288,"pcie_gbps":16},
+            "samples":[{"gpu_util_pct":50,"gpu_mem_mib":100,"sm_pct":50,"pcie_mbps":1}]}"#;
+        parse_json(good, None).unwrap();
+        for (from, to) in [
+            ("\"input_size_mb\"", "\"input_size\""),
+            ("\"pcie_gbps\"", "\"pcie_gbs\""),
+            ("\"gpu_mem_mib\"", "\"gpu_mem_pct\""),
+        ] {
+            let e = parse_json(&good.replace(from, to), Some(Path::new("p.json"))).unwrap_err().to_string();
+            assert!(e.contains("p.json") && e.contains(to.trim_matches('"')) && e.contains("unknown"), "{e}");
+        }
     }
 
     #[test]
