@@ -33,13 +33,17 @@ impl NvmlMonitor {
 /// alone when set, else the loader's search and the usual driver folders).
 pub use dqngpu_model::gpu::nvml_candidates;
 
-/// The GPUs NVML sees, with a monitor, or `None` when no driver is loaded.
+/// The GPUs NVML sees (those the server's `CUDA_VISIBLE_DEVICES` names, when it is set: none
+/// when it names none), with a monitor, or `None` when no driver is loaded.
 pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
     let nvml = nvml_candidates().iter().find_map(|c| Nvml::builder().lib_path(std::ffi::OsStr::new(c)).init().ok())?;
     let n = nvml.device_count().ok()?;
     // NVML lists every GPU of the machine; a server started with `CUDA_VISIBLE_DEVICES` set
     // (to confine it to some cards) placed jobs on all of them.
-    let confined = std::env::var("CUDA_VISIBLE_DEVICES").ok().filter(|v| !v.trim().is_empty());
+    // Set but naming none of them (empty, `-1`, MIG devices, another machine's indices), the
+    // list of slots comes back empty and `serve` refuses to start, saying so: falling back to
+    // virtual GPUs on a machine with a driver put jobs on arbitrary real cards.
+    let confined = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let mut slots = Vec::new();
     for i in 0..n {
         let d = nvml.device_by_index(i).ok()?;
@@ -70,10 +74,7 @@ pub fn discover_nvml() -> Option<(Vec<GpuSlot>, NvmlMonitor)> {
         };
         slots.push(GpuSlot { node: "local".into(), index: i, spec });
     }
-    if slots.is_empty() {
-        if let Some(list) = &confined {
-            tracing::warn!(cuda_visible_devices = %list, "CUDA_VISIBLE_DEVICES names none of NVML's GPUs");
-        }
+    if slots.is_empty() && confined.is_none() {
         return None;
     }
     Some((slots, NvmlMonitor { nvml }))

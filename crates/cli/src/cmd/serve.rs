@@ -309,6 +309,12 @@ fn resolve_policy(
 /// NVML's GPUs when a driver is present, else the declared virtual GPUs.
 fn discover_gpus(spec: Option<&str>) -> anyhow::Result<(Vec<GpuSlot>, Option<dqngpu_service::NvmlMonitor>)> {
     if let Some((slots, mon)) = dqngpu_service::discover_nvml() {
+        if slots.is_empty() {
+            let list = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_default();
+            anyhow::bail!(
+                "CUDA_VISIBLE_DEVICES={list:?} names none of this machine's GPUs (give NVML indices in PCI bus order or GPU- UUIDs; MIG devices are not placed on), so nothing could be placed"
+            );
+        }
         if spec.is_some() {
             tracing::warn!("an NVIDIA driver is present: using its GPUs and ignoring --gpus");
         }
