@@ -600,6 +600,13 @@ fn trim_idle_drops_the_idle_readings_around_the_job() {
     // (reading 3, 0 % with 400 MiB held, is the job's start: busy by its memory).
     assert_eq!(col(&t, Resource::GpuUtil), [0.0, 50.0, 60.0, 55.0]);
     assert!(has_note(&t, "2 idle reading(s) before the job and 2 after"), "{:?}", t.notes);
+    // A trim that leaves one reading keeps the log's spacing (it fell back to 1 s).
+    let mut late = String::from("timestamp, utilization.gpu [%], memory.used [MiB]\n");
+    for (k, (u, m)) in [(95, 3000), (0, 2), (0, 2), (0, 2)].iter().enumerate() {
+        late += &format!("2026/11/25 21:50:{:02}.000, {u} %, {m} MiB\n", 5 * k);
+    }
+    let one = import_str(&late, None, ImportFormat::NvidiaSmi, &o).unwrap();
+    assert_eq!(one.profile.interval_s, 5.0);
     let idle = "timestamp, utilization.gpu [%], memory.used [MiB]\n2026/11/25 21:50:00.000, 0 %, 2 MiB\n2026/11/25 21:50:01.000, 0 %, 2 MiB\n";
     let kept = import_str(idle, None, ImportFormat::NvidiaSmi, &o).unwrap();
     assert_eq!(kept.profile.samples.len(), 1);

@@ -253,10 +253,10 @@ struct ImportArgs {
     /// Keep only this GPU (required when the log has several).
     #[arg(long)]
     gpu: Option<u32>,
-    /// DCGM: keep only series of this pod (`pod` or `exported_pod` label).
+    /// DCGM: keep only series of this pod (`exported_pod` label, else `pod`).
     #[arg(long)]
     pod: Option<String>,
-    /// DCGM: keep only series of this container (`container` or `exported_container` label).
+    /// DCGM: keep only series of this container (`exported_container` label, else `container`).
     #[arg(long)]
     container: Option<String>,
     /// Output interval, s (default: the median gap between readings; for dmon logs without a

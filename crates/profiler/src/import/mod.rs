@@ -289,6 +289,9 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
         }
     }
     let mut values = fill_missing(&obs, path, gpu, &mut notes)?;
+    // The log's own spacing, before any trimming: a trim that leaves one reading had no gap
+    // to measure, and the profile fell back to 1 s (a 5 s job became 1 s).
+    let untrimmed_gap = median_gap(&obs.iter().map(|o| o.t_s).collect::<Vec<f64>>());
     if opts.trim_idle {
         let (from, to) = trim_idle(&values, &mut notes);
         obs = obs[from..to].to_vec();
@@ -297,7 +300,7 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
     let times: Vec<f64> = obs.iter().map(|o| o.t_s).collect();
     let dt = opts
         .interval_s
-        .or_else(|| median_gap(&times).map(|g| (g * 1e6).round() / 1e6))
+        .or_else(|| median_gap(&times).or(untrimmed_gap).map(|g| (g * 1e6).round() / 1e6))
         .or(interval_hint)
         .unwrap_or(1.0);
     // A reading held across a long silence stretches the job by it (a summer-time jump in a
