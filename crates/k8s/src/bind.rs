@@ -141,13 +141,13 @@ impl Binder {
         if d.req == GpuRequest::None {
             return self.create_binding(&pod, &a.node);
         }
-        if !engine.cluster.synced() {
-            return Err(BindError::Rejected(format!("pod {}: {}", pod.key(), crate::decide::NOT_SYNCED)));
-        }
         let node = a.node.as_str();
         let v = engine.cluster.view(node).ok_or_else(|| BindError::Rejected(format!("unknown node {node}")))?;
         if d.passes(&v) {
             return self.create_binding(&pod, node);
+        }
+        if !engine.cluster.synced() {
+            return Err(BindError::Rejected(format!("pod {}: {}", pod.key(), crate::decide::NOT_SYNCED)));
         }
         let locked = engine.convention(&v) == Some(Convention::Hami);
         if locked {

@@ -381,7 +381,15 @@ impl Engine {
         // or a large cluster's slow first list, after every restart): a pod placed then could
         // land on a full card. No node fits until then; preemption could not help.
         if !self.cluster.synced() {
-            out.unresolvable = names.iter().map(|n| (n.clone(), NOT_SYNCED.to_string())).collect();
+            // An ordinary whole-GPU pod on a node no plugin shares needs nothing of the cache
+            // (kube-scheduler counts its GPUs): it passes as ever.
+            for (n, v) in names.iter().zip(self.cluster.views(names)) {
+                if v.is_some_and(|v| d.passes(&v)) {
+                    out.keep.push(n.clone());
+                } else {
+                    out.unresolvable.insert(n.clone(), NOT_SYNCED.to_string());
+                }
+            }
             return out;
         }
         for (n, v) in names.iter().zip(self.cluster.views(names)) {
