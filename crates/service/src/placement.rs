@@ -417,21 +417,28 @@ impl Placer {
         // idle GPU): the rest would fill a full window and hide the profiled jobs behind them
         // from the policy however much room a GPU has, until a GPU went idle (256 such jobs
         // kept a small job waiting beside a half-empty card for as long as a job ran).
-        let unprofiled: BTreeSet<String> = queued
-            .iter()
-            .filter(|j| self.core.profiles.get(&j.spec.app).is_none())
-            .map(|j| j.spec.app.clone())
-            .collect();
-        if queued.len() >= window && !unprofiled.is_empty() {
-            let mut firsts: Vec<JobRecord> = Vec::new();
-            for j in &queued {
+        // Read again past each app found so, as long as the window is full of them (a second
+        // such app further back filled it again); a few rounds at most in practice.
+        let mut skip = skip;
+        let mut firsts: Vec<JobRecord> = Vec::new();
+        let mut window_read = queued.clone();
+        loop {
+            let unprofiled: BTreeSet<String> = window_read
+                .iter()
+                .filter(|j| self.core.profiles.get(&j.spec.app).is_none())
+                .map(|j| j.spec.app.clone())
+                .collect();
+            if window_read.len() < window || unprofiled.is_empty() {
+                break;
+            }
+            for j in &window_read {
                 if unprofiled.contains(&j.spec.app) && !firsts.iter().any(|f| f.spec.app == j.spec.app) {
                     firsts.push(j.clone());
                 }
             }
-            let skip: Vec<String> = skip.into_iter().chain(unprofiled).collect();
-            queued = self.core.store.queued_except(&skip, window)?;
-            queued.extend(firsts);
+            skip.extend(unprofiled);
+            window_read = self.core.store.queued_except(&skip, window)?;
+            queued = window_read.iter().cloned().chain(firsts.iter().cloned()).collect();
             queued.sort_by_key(|j| j.id);
         }
         if queued.is_empty() || self.launch_pause_until.is_some_and(|t| Instant::now() < t) {

@@ -151,9 +151,12 @@ async fn jobs_of_an_app_not_yet_profiled_do_not_hide_the_rest_of_the_queue() {
     let flag = dir.path().join("go");
     let heavy = submit(&router, "heavy", &["sh", "-c", &until(&flag)]).await;
     wait_for(&router, heavy, |v| v["state"] == "running").await;
+    // Two such apps, each filling the window on its own: the window is read past both.
     let mut unknown = Vec::new();
-    for _ in 0..4 {
-        unknown.push(submit(&router, "foo", &["true"]).await);
+    for app in ["foo", "bar"] {
+        for _ in 0..4 {
+            unknown.push(submit(&router, app, &["true"]).await);
+        }
     }
     let tiny = submit(&router, "tiny", &["true"]).await;
     let v = wait_final(&router, tiny).await;
