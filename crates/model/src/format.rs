@@ -418,17 +418,13 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             // The sidecar's card is checked as a JSON profile's is, against the sidecar: it
             // was attached after the checks, so `profile export` wrote a profile (memory -5
             // MiB) that it then refused to read.
-            if p.recorded_on.is_some() {
-                p.validate().map_err(|e| match e {
-                    ModelError::Invalid { mut at, message }
-                        if at.field.as_deref().is_some_and(|f| f.starts_with("recorded_on")) =>
-                    {
-                        (at.path, at.line) = (Some(meta_path.clone()), None);
-                        ModelError::Invalid { at, message }
-                    }
-                    other => other,
-                })?;
-            }
+            p.validate_recorded_on().map_err(|e| match e {
+                ModelError::Invalid { mut at, message } => {
+                    (at.path, at.line) = (Some(meta_path.clone()), None);
+                    ModelError::Invalid { at, message }
+                }
+                other => other,
+            })?;
             Ok(p)
         }
     }

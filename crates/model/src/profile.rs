@@ -349,7 +349,18 @@ impl AppProfile {
                 }
             }
         }
-        // Where it was recorded: 0 is "not known"; below that, or no number, is no GPU.
+        self.validate_recorded_on()
+    }
+
+    /// Checks where it was recorded (`recorded_on`; part of [`Self::validate`]): 0 is "not
+    /// known"; below that, or no number, is no GPU. Alone for a card attached after the
+    /// samples were checked (a CSV profile's sidecar).
+    pub fn validate_recorded_on(&self) -> Result<()> {
+        let at = |field: &str| {
+            let mut l = self.source.clone().unwrap_or_default();
+            l.field = Some(field.to_string());
+            l
+        };
         if let Some(on) = &self.recorded_on {
             let max = crate::cluster::MAX_CUSTOM_MEMORY_MIB;
             if !(on.memory_mib.is_finite() && (0.0..=max).contains(&on.memory_mib)) {
