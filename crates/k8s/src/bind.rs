@@ -146,6 +146,7 @@ impl Binder {
         if d.passes(&v) {
             return self.create_binding(&pod, node);
         }
+        // `fit_node` refuses it too (in `place`), but only after HAMi's node lock was taken.
         if !engine.cluster.synced() {
             return Err(BindError::Rejected(format!("pod {}: {}", pod.key(), crate::decide::NOT_SYNCED)));
         }

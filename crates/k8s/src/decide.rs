@@ -286,6 +286,13 @@ impl Engine {
         if d.passes(v) {
             return Ok(Vec::new());
         }
+        // Before both lists are in, every GPU looks empty (a pod list the apiserver refuses,
+        // or a large cluster's slow first list, after every restart): a pod placed then could
+        // land on a full card. No shared GPU fits until then; preemption could not help. (An
+        // ordinary whole-GPU pod, above, needs nothing of the cache.)
+        if !self.cluster.synced() {
+            return Err(Unfit::never(NOT_SYNCED.into()));
+        }
         let conv = match &v.devices {
             Err(e) => return Err(Unfit::never(e.clone())),
             Ok(c) => *c,
@@ -377,21 +384,6 @@ impl Engine {
             out.keep = names.to_vec();
             return out;
         }
-        // Before both lists are in, every GPU looks empty (a pod list the apiserver refuses,
-        // or a large cluster's slow first list, after every restart): a pod placed then could
-        // land on a full card. No node fits until then; preemption could not help.
-        if !self.cluster.synced() {
-            // An ordinary whole-GPU pod on a node no plugin shares needs nothing of the cache
-            // (kube-scheduler counts its GPUs): it passes as ever.
-            for (n, v) in names.iter().zip(self.cluster.views(names)) {
-                if v.is_some_and(|v| d.passes(&v)) {
-                    out.keep.push(n.clone());
-                } else {
-                    out.unresolvable.insert(n.clone(), NOT_SYNCED.to_string());
-                }
-            }
-            return out;
-        }
         for (n, v) in names.iter().zip(self.cluster.views(names)) {
             let r = match v {
                 None => Err(Unfit::never("node not in the extender's cache (not listed by the apiserver yet)".into())),
@@ -417,7 +409,7 @@ impl Engine {
     pub fn prioritize(&self, pod: &PodInfo, names: &[String]) -> Result<Vec<HostPriority>, String> {
         self.metrics.prioritize.fetch_add(1, Ordering::Relaxed);
         let d = self.demand(pod)?;
-        if d.req == GpuRequest::None || !self.cluster.synced() {
+        if d.req == GpuRequest::None {
             return Ok(names.iter().map(|n| HostPriority { host: n.clone(), score: 0 }).collect());
         }
         let views = self.cluster.views(names);
