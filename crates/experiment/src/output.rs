@@ -67,8 +67,8 @@ fn class_plot(res: &ExperimentResults, dir: &Path, class: &str) -> Result<PlotFi
     let present: Vec<String> = scheds.iter().filter(|s| row(&res.summary, class, s).is_some()).cloned().collect();
     let rows: Vec<_> = present.iter().filter_map(|s| row(&res.summary, class, s)).collect();
     let th = |f: fn(&reported::ReportedRun) -> Option<f64>| -> Vec<Option<f64>> {
-        let thesis = res.config.is_thesis_setting();
-        present.iter().map(|s| reported::run(class, s).filter(|_| thesis).and_then(f)).collect()
+        let thesis = reported::Figures::for_config(&res.config);
+        present.iter().map(|s| thesis.run(class, s).and_then(f)).collect()
     };
     let chart = BarChart {
         schedulers: present.clone(),
@@ -123,7 +123,7 @@ fn slowdown_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experi
         markers: res
             .slowdown
             .iter()
-            .map(|s| reported::no_slowdown(&s.scheduler).filter(|_| res.config.is_thesis_focus()))
+            .map(|s| reported::Figures::for_config(&res.config).no_slowdown(&s.scheduler))
             .collect(),
         marker_label: "thesis: jobs with no slowdown".into(),
         reference: None,
@@ -144,7 +144,7 @@ fn overhead_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experi
         markers: res
             .training_overhead
             .iter()
-            .map(|o| reported::overhead(&o.scheduler).filter(|_| res.config.is_thesis_focus()).and_then(|t| t.0))
+            .map(|o| reported::Figures::for_config(&res.config).overhead(&o.scheduler).and_then(|t| t.0))
             .collect(),
         marker_label: "thesis: total".into(),
         reference: Some(1.0),
@@ -178,11 +178,8 @@ fn cost_plot(res: &ExperimentResults, dir: &Path) -> Result<PlotFile, Experiment
                     thesis: cost_scheds
                         .iter()
                         .map(|s| {
-                            if s == "dqngpu" && res.config.is_thesis_focus() {
-                                reported::cost_saving(a).zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0))
-                            } else {
-                                None
-                            }
+                            let saving = reported::Figures::for_config(&res.config).cost_saving(s, a);
+                            saving.zip(base_cost).map(|(p, b)| b * (1.0 - p / 100.0))
                         })
                         .collect(),
                     show_ci: false,

@@ -174,7 +174,7 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
          gives none (its Figs. 10-14 are bar charts; the text quotes only some bars)."
             .into(),
     ));
-    if !cfg.is_thesis_setting() {
+    if !reported::Figures::for_config(cfg).setting() {
         b.push(Block::Para(NOT_THESIS.into()));
     }
     for class in &cfg.workloads.classes {
@@ -182,7 +182,7 @@ fn per_class(res: &ExperimentResults, b: &mut Vec<Block>) {
         let mut rows = Vec::new();
         for s in &res.schedulers {
             let Some(r) = row(&res.summary, class, s) else { continue };
-            let th = reported::run(class, s).filter(|_| cfg.is_thesis_setting());
+            let th = reported::Figures::for_config(cfg).run(class, s);
             rows.push(vec![
                 s.clone(),
                 fmt::secs(r.makespan_s_mean),
@@ -247,7 +247,7 @@ fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
          14; DeepRM Mean {} jobs at >= 10%.",
         reported::DEEPRM_MEAN_GE10_JOBS
     )));
-    if !cfg.is_thesis_focus() {
+    if !reported::Figures::for_config(cfg).focus() {
         b.push(Block::Para(NOT_THESIS.into()));
     }
     b.push(Block::Table {
@@ -263,7 +263,7 @@ fn slowdown(res: &ExperimentResults, b: &mut Vec<Block>) {
                     fmt::count(v[1]),
                     fmt::count(v[2]),
                     fmt::count(v[3]),
-                    fmt::opt(reported::no_slowdown(&s.scheduler).filter(|_| cfg.is_thesis_focus()), fmt::count),
+                    fmt::opt(reported::Figures::for_config(cfg).no_slowdown(&s.scheduler), fmt::count),
                 ]
             })
             .collect(),
@@ -296,7 +296,7 @@ fn training_overhead(res: &ExperimentResults, b: &mut Vec<Block>) {
             .training_overhead
             .iter()
             .map(|o| {
-                let th = reported::overhead(&o.scheduler).filter(|_| cfg.is_thesis_focus());
+                let th = reported::Figures::for_config(cfg).overhead(&o.scheduler);
                 vec![
                     o.scheduler.clone(),
                     fmt::secs(o.makespan_s),
@@ -354,8 +354,7 @@ fn cost(res: &ExperimentResults, b: &mut Vec<Block>) {
             .cost
             .iter()
             .map(|c| {
-                let thesis = c.scheduler == "dqngpu" && res.config.is_thesis_focus();
-                let th = if thesis { reported::cost_saving(&c.assumption) } else { None };
+                let th = reported::Figures::for_config(&res.config).cost_saving(&c.scheduler, &c.assumption);
                 vec![
                     c.assumption.clone(),
                     c.scheduler.clone(),

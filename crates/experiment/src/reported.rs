@@ -85,6 +85,54 @@ pub fn cost_saving(assumption: &str) -> Option<f64> {
     COST_SAVING_PCT.iter().find(|o| o.0 == assumption).map(|o| o.1)
 }
 
+/// The thesis's figures as a run may show them: those of its Figs. 10-14 only where the run's
+/// main setting is the thesis's, those of Figs. 15-17 only where its focus class is too
+/// ([`crate::ExperimentConfig::is_thesis_setting`], `is_thesis_focus`); `None` elsewhere. The
+/// report and the plots ask this, not the tables above, so neither can show a figure beside
+/// a setting it is not of.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    setting: bool,
+    focus: bool,
+}
+
+impl Figures {
+    /// The figures a run of `cfg` may show.
+    pub fn for_config(cfg: &crate::ExperimentConfig) -> Self {
+        Figures { setting: cfg.is_thesis_setting(), focus: cfg.is_thesis_focus() }
+    }
+
+    /// True when the main setting is the thesis's.
+    pub fn setting(&self) -> bool {
+        self.setting
+    }
+
+    /// True when the focus class is the thesis's too.
+    pub fn focus(&self) -> bool {
+        self.focus
+    }
+
+    /// [`run`], in the thesis's setting.
+    pub fn run(&self, workload: &str, scheduler: &str) -> Option<&'static ReportedRun> {
+        run(workload, scheduler).filter(|_| self.setting)
+    }
+
+    /// [`overhead`], on the thesis's focus class.
+    pub fn overhead(&self, scheduler: &str) -> Option<(Option<f64>, Option<f64>, Option<f64>)> {
+        overhead(scheduler).filter(|_| self.focus)
+    }
+
+    /// [`no_slowdown`], on the thesis's focus class.
+    pub fn no_slowdown(&self, scheduler: &str) -> Option<f64> {
+        no_slowdown(scheduler).filter(|_| self.focus)
+    }
+
+    /// [`cost_saving`] of DqnGPU, on the thesis's focus class.
+    pub fn cost_saving(&self, scheduler: &str, assumption: &str) -> Option<f64> {
+        cost_saving(assumption).filter(|_| self.focus && scheduler == "dqngpu")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

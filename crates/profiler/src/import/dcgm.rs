@@ -483,7 +483,7 @@ fn pcie_rates(groups: &mut [Group], types: &HashMap<String, String>, notes: &mut
             continue;
         }
         let declared = types.get(name).is_some_and(|t| t == "counter");
-        let (falls, steps) = falls(groups, |g| get(g, d));
+        let (falls, steps) = if declared { falls(groups, |g| get(g, d)) } else { (0, 0) };
         // DCGM's PROF_PCIE fields hold a rate in bytes/s whatever the exporter's config calls
         // them, and published configs often declare them `counter`: a cumulative counter falls
         // only when it resets, a rate about every other scrape. Read as counters, rates gave
