@@ -409,36 +409,32 @@ impl Placer {
         // it and hide the jobs behind them from the policy, idle GPUs or not.
         let mut profiling: BTreeSet<String> =
             self.running.values().filter(|r| r.profile.is_none()).map(|r| r.app.clone()).collect();
-        let skip: Vec<String> = profiling.iter().cloned().collect();
+        let mut skip: Vec<String> = profiling.iter().cloned().collect();
         let window = self.core.cfg.queue_window;
-        let mut queued = self.core.store.queued_except(&skip, window)?;
-        self.last_queued = queued.len();
         // Of an app without a profile only the oldest job can start (its exclusive run, on an
         // idle GPU): the rest would fill a full window and hide the profiled jobs behind them
         // from the policy however much room a GPU has, until a GPU went idle (256 such jobs
-        // kept a small job waiting beside a half-empty card for as long as a job ran).
-        // Read again past each app found so, as long as the window is full of them (a second
-        // such app further back filled it again); a few rounds at most in practice.
-        let mut skip = skip;
+        // kept a small job waiting beside a half-empty card for as long as a job ran). So a
+        // full window is read again past each such app, with its oldest job kept, as long as
+        // such apps fill it (a second one further back filled it again). Most passes read once.
         let mut firsts: Vec<JobRecord> = Vec::new();
-        let mut window_read = queued.clone();
-        loop {
-            let unprofiled: BTreeSet<String> = window_read
-                .iter()
-                .filter(|j| self.core.profiles.get(&j.spec.app).is_none())
-                .map(|j| j.spec.app.clone())
-                .collect();
-            if window_read.len() < window || unprofiled.is_empty() {
-                break;
-            }
-            for j in &window_read {
-                if unprofiled.contains(&j.spec.app) && !firsts.iter().any(|f| f.spec.app == j.spec.app) {
+        let mut queued = self.core.store.queued_except(&skip, window)?;
+        self.last_queued = queued.len();
+        while queued.len() >= window {
+            let before = skip.len();
+            for j in &queued {
+                if self.core.profiles.get(&j.spec.app).is_none() && !skip.contains(&j.spec.app) {
+                    skip.push(j.spec.app.clone());
                     firsts.push(j.clone());
                 }
             }
-            skip.extend(unprofiled);
-            window_read = self.core.store.queued_except(&skip, window)?;
-            queued = window_read.iter().cloned().chain(firsts.iter().cloned()).collect();
+            if skip.len() == before {
+                break;
+            }
+            queued = self.core.store.queued_except(&skip, window)?;
+        }
+        if !firsts.is_empty() {
+            queued.append(&mut firsts);
             queued.sort_by_key(|j| j.id);
         }
         if queued.is_empty() || self.launch_pause_until.is_some_and(|t| Instant::now() < t) {
