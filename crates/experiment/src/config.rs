@@ -835,9 +835,6 @@ impl ExperimentConfig {
     }
 }
 
-/// Checks that `library` has an app of every class in `classes` and that each such app fits
-/// the largest GPU of `cluster`: a job set drawn from there could not run otherwise. An error
-/// comes with the field at fault, `library` (a class it lacks) or `gpus` (an app too large).
 /// The name and the accepted names of serde's `unknown variant `x`, expected one of `a`, `b``
 /// (or `expected `a` or `b``); `None` for any other message.
 fn unknown_variant(message: &str) -> Option<(String, Vec<String>)> {
@@ -861,6 +858,9 @@ fn arrivals_past_reach(jobs: usize, rate: f64) -> Option<String> {
     })
 }
 
+/// Checks that `library` has an app of every class in `classes` and that each such app fits
+/// the largest GPU of `cluster`: a job set drawn from there could not run otherwise. An error
+/// comes with the field at fault, `library` (a class it lacks) or `gpus` (an app too large).
 fn check_fits(
     library: &dqngpu_model::AppLibrary,
     cluster: &dqngpu_model::ClusterSpec,

@@ -279,8 +279,9 @@ fn check_values(meta_file: &Path, meta: &CheckpointMeta) -> Result<(), RlError> 
     // aborted on a 100 GB allocation, and with 64 wrapped a shift and decided otherwise
     // without a word. (Within 1..=8 an edit is not caught: the first layer's shape does not
     // depend on the slots.)
-    if g.job_slots > 8 {
-        return Err(bad("encoding.job_slots", g.job_slots.to_string(), "1 to 8"));
+    let most = crate::gpu::MAX_JOB_SLOTS;
+    if g.job_slots > most {
+        return Err(bad("encoding.job_slots", g.job_slots.to_string(), &format!("1 to {most}")));
     }
     let side = crate::gpu::MAX_IMAGE_SIDE;
     for (field, n) in [("time_horizon", g.time_horizon), ("res_slots", g.res_slots)] {

@@ -335,7 +335,6 @@ fn warn_on_skipped_samples(step_s: f64, lib: &AppLibrary, set: &JobSet) {
     }
 }
 
-/// The human-readable summary.
 /// `measured` knows only the pairs of its table (Lucid's configurations): every other pair, and
 /// every group of three or more, is `contention`'s prediction. Said on stderr, with how many of
 /// the job set's apps the table holds, so a run labelled "measured" whose apps it never saw is
@@ -353,6 +352,7 @@ fn warn_measured_coverage(set: &dqngpu_model::JobSet, lib: &dqngpu_model::AppLib
     Ok(())
 }
 
+/// The human-readable summary.
 fn table(reports: &[Report], interference: &str) -> String {
     let mut s = String::new();
     if let Some(r) = reports.first() {

@@ -85,6 +85,9 @@ impl std::fmt::Display for AgentKind {
 /// M = 8, 256 actions of 2 x 4 x 200 x 200 cells: 82 million numbers).
 pub const MAX_IMAGE_SIDE: usize = 200;
 
+/// The most job slots M (2^M actions are scored every decision).
+pub const MAX_JOB_SLOTS: usize = 8;
+
 /// The state/action encoding over the simulator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuEncoding {
@@ -129,8 +132,8 @@ impl GpuEncoding {
         if self.time_horizon == 0 || self.res_slots == 0 || self.backlog_cap == 0 {
             return bad("encoding", "time horizon, resource slots and backlog cap must be positive".into());
         }
-        if !(1..=8).contains(&self.job_slots) {
-            return bad("job_slots", format!("M must be within 1..=8, got {}", self.job_slots));
+        if !(1..=MAX_JOB_SLOTS).contains(&self.job_slots) {
+            return bad("job_slots", format!("M must be within 1..={MAX_JOB_SLOTS}, got {}", self.job_slots));
         }
         // Checked before any image is allocated: a typo (`--horizon 1000000000`) is refused
         // instead of aborting on an allocation of terabytes.

@@ -10,7 +10,7 @@ mod round;
 use std::sync::Arc;
 
 pub use agent::RlPolicy;
-pub use encoding::{encode, AgentKind, Candidate, GpuEncoding, GpuRound, Resident, MAX_IMAGE_SIDE};
+pub use encoding::{encode, AgentKind, Candidate, GpuEncoding, GpuRound, Resident, MAX_IMAGE_SIDE, MAX_JOB_SLOTS};
 pub use env::{GpuEnv, GpuTask, REWARD_SCALE_S};
 pub use guard::{GuardJob, Prediction, SlowdownGuard};
 pub use round::Round;
