@@ -170,6 +170,12 @@ pub fn shortened(name: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `text` without a leading UTF-8 byte-order mark (Windows editors write one; every reader of
+/// text files here skips it).
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Reads a whole file, mapping the error to [`ModelError::Io`]; a file that is not UTF-8 text
 /// is an error at the line where the first bad byte is.
 pub fn read_file(path: &std::path::Path) -> Result<String> {

@@ -356,7 +356,7 @@ fn fmt_num(v: f64) -> String {
 /// Parses a JSON profile.
 pub fn parse_json(text: &str, path: Option<&Path>) -> Result<AppProfile> {
     // A byte-order mark, as job sets and CSV profiles skip it ("expected value at line 1").
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = crate::error::strip_bom(text);
     refuse_unknown_keys(text, path, &["app", "interval_s", "recorded_on", "samples"])?;
     let mut p: AppProfile = serde_json::from_str(text).map_err(|e| {
         let field = json_field_hint(&e);
@@ -401,7 +401,7 @@ pub fn read_profile(path: &Path) -> Result<AppProfile> {
             let meta_path = sidecar_path(path);
             let meta = if meta_path.exists() {
                 let t = read_file(&meta_path)?;
-                let t = t.strip_prefix('\u{feff}').unwrap_or(&t);
+                let t = crate::error::strip_bom(&t);
                 refuse_unknown_keys(t, Some(&meta_path), &SIDECAR_KEYS)?;
                 serde_json::from_str::<ProfileMeta>(t).map_err(|e| {
                     ModelError::invalid(
@@ -712,6 +712,14 @@ mod tests {
             let e = parse_json(&good.replace(from, to), Some(Path::new("p.json"))).unwrap_err().to_string();
             assert!(e.contains("p.json") && e.contains(to.trim_matches('"')) && e.contains("unknown"), "{e}");
         }
+        // The key lists are written by hand (read without building values): every key a
+        // profile is written with must be among them, whatever field the types gain.
+        let mut full = steady(2, 1.0);
+        full.app =
+            AppInfo { name: "f".into(), kind: crate::AppKind::Ml, input_size_mb: Some(1.0), params: Some("p".into()) };
+        full.recorded_on =
+            Some(crate::RecordedOn { node: "n".into(), gpu_name: "G".into(), memory_mib: 1.0, ..Default::default() });
+        parse_json(&to_json(&full), None).unwrap();
     }
 
     #[test]

@@ -111,7 +111,7 @@ type Provenance = (Option<String>, Option<WorkloadClass>, Option<u64>);
 
 fn csv_provenance(text: &str, path: Option<&Path>) -> Result<Provenance> {
     let (mut library, mut class, mut seed) = (None, None, None);
-    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let body = crate::error::strip_bom(text);
     for (k, line) in body.lines().enumerate().take_while(|(_, l)| l.trim_start().starts_with('#')) {
         let at = |field: &str| Location {
             path: path.map(Path::to_path_buf),
@@ -260,7 +260,7 @@ impl JobSet {
 
     /// Parses the JSON form (a UTF-8 byte-order mark before it is skipped, as CSV's is).
     pub fn parse_json(text: &str, path: Option<&Path>) -> Result<Self> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let text = crate::error::strip_bom(text);
         let set: JobSet = serde_json::from_str(text).map_err(|e| {
             ModelError::invalid(
                 Location { path: path.map(Path::to_path_buf), line: Some(e.line() as u64), field: None },

@@ -231,7 +231,7 @@ pub fn import_str(
         }
     }
     // A UTF-8 byte-order mark (Windows editors write one) is no part of the first line.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = dqngpu_model::error::strip_bom(text);
     let parsed = match format {
         ImportFormat::NvidiaSmi => nvidia_smi::parse(text, path, opts)?,
         ImportFormat::Dmon => dmon::parse(text, path, opts)?,
@@ -291,7 +291,7 @@ fn finish(parsed: Parsed, path: Option<&Path>, opts: &ImportOptions) -> Result<I
     let mut values = fill_missing(&obs, path, gpu, &mut notes)?;
     // The log's own spacing, before any trimming: a trim that leaves one reading had no gap
     // to measure, and the profile fell back to 1 s (a 5 s job became 1 s).
-    let untrimmed_gap = median_gap(&obs.iter().map(|o| o.t_s).collect::<Vec<f64>>());
+    let untrimmed_gap = opts.trim_idle.then(|| median_gap(&obs.iter().map(|o| o.t_s).collect::<Vec<f64>>())).flatten();
     if opts.trim_idle {
         let (from, to) = trim_idle(&values, &mut notes);
         obs = obs[from..to].to_vec();
