@@ -513,8 +513,8 @@ pub fn held_request(pod: &PodInfo) -> Option<GpuRequest> {
         });
     }
     pod.annotations.get(GPUSHARE_IDX)?;
-    let written = pod.annotations.get(GPUSHARE_POD).and_then(|m| m.trim().parse::<f64>().ok());
-    let asked: f64 = pod
+    // What every container asks; `pod_allocations` counts the written memory where more.
+    let units: f64 = pod
         .init_containers
         .iter()
         .chain(&pod.containers)
@@ -522,7 +522,6 @@ pub fn held_request(pod: &PodInfo) -> Option<GpuRequest> {
         .filter_map(|q| parse_quantity(q).ok())
         .filter(|u| u.is_finite() && *u >= 0.0)
         .sum();
-    let units = written.filter(|v| v.is_finite() && *v >= 0.0).map_or(asked, |w| w.max(asked));
     Some(GpuRequest::Gpushare { units })
 }
 
